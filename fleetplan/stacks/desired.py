@@ -37,12 +37,35 @@ class Ref:
     transform: str | None = None  # e.g. "base64" when the value lands in Secret.data
 
 
+@dataclass(frozen=True)
+class Template:
+    """A string built at apply time from literal text and `Ref`s (e.g. a kubeconfig that embeds a
+    token and a CA minted on another cluster). `text` holds `${name}` placeholders, one per entry
+    of `refs`; the engine substitutes each resolved output (before the Ref's own `transform`), then
+    applies `transform` to the whole string. Shown like a Ref: `(sensitive, known after apply)`."""
+
+    text: str
+    refs: tuple[tuple[str, Ref], ...]
+    transform: str | None = None  # e.g. "base64" when the string lands in Secret.data
+    sensitive: bool = True
+
+    def render(self, values: Mapping[str, str]) -> str:
+        """`text` with every placeholder replaced by `values[name]` (already resolved)."""
+        out = self.text
+        for name, _ in self.refs:
+            out = out.replace("${" + name + "}", values[name])
+        return out
+
+
 class Handler(str, Enum):
     APPLY = "apply"  # server-side apply of `body`
     BOUND_TOKEN = "bound-token"  # TokenRequest for a ServiceAccount; outputs: token, expiry, ca.crt
     SECRET_TOKEN = "secret-token"  # kubernetes.io/service-account-token Secret; outputs: token, ca.crt
     ACCEPT_CLUSTER = "accept-cluster"  # OCM: approve the cluster's CSRs, set hubAcceptsClient
     WAIT = "wait"  # nothing to write; readiness only (e.g. wait for a peer's condition)
+    # OCM: nothing to do on create; on delete, remove the cluster's CSRs, ManagedCluster and hub
+    # namespace. Spoke resources depend on it so that it is deleted after the spoke is unjoined.
+    RELEASE_CLUSTER = "release-cluster"
 
 
 class ReadinessKind(str, Enum):
