@@ -41,8 +41,8 @@ class Ref:
 class Template:
     """A string built at apply time from literal text and `Ref`s (e.g. a kubeconfig that embeds a
     token and a CA minted on another cluster). `text` holds `${name}` placeholders, one per entry
-    of `refs`; the engine substitutes each resolved output (before the Ref's own `transform`), then
-    applies `transform` to the whole string. Shown like a Ref: `(sensitive, known after apply)`."""
+    of `refs`; the engine substitutes each Ref's resolved value (after the Ref's own `transform`),
+    then applies `transform` to the whole string. Shown like a Ref: `(sensitive, known after apply)`."""
 
     text: str
     refs: tuple[tuple[str, Ref], ...]

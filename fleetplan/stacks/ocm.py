@@ -1,0 +1,400 @@
+"""The Open Cluster Management stack: a Fleet becomes the hub, its spokes and their acceptance.
+
+What `clusteradm init / join / accept / clusterset` do by hand, as desired resources:
+
+- Hub (the fleet's leader): namespace `open-cluster-management`, the cluster-manager operator from
+  the `hub` bundle, the `ClusterManager` CR with the fleet's options, the bootstrap ClusterRole,
+  one bootstrap ServiceAccount per spoke (or one shared, when `tokens.strategy: shared`) with its
+  binding and token, the ManagedClusterSet and its bindings.
+- Spoke: the `spoke` bundle (Klusterlet CRD, operator, namespace `open-cluster-management`), the
+  agent namespace, Secret `bootstrap-hub-kubeconfig` (a kubeconfig built at apply time from the
+  token and the hub CA the engine verified; see `Template`), and the `Klusterlet` CR.
+- Per spoke on the hub: the `ManagedCluster` (handler ACCEPT_CLUSTER: wait for the agent's
+  ManagedCluster and CSR, approve only the spoke's bootstrap identity, accept, label) and a
+  `ClusterRelease` (handler RELEASE_CLUSTER) that every spoke resource depends on, so that destroy
+  unjoins the spoke first and only then removes its CSRs, ManagedCluster and hub namespace.
+
+Invariants: pure (reads only the bundle and the kubeconfig files the fleet names, for server
+URLs; never a cluster); no secret value appears in any body (tokens and CAs are `Ref`s); every
+spoke resource depends on its ClusterRelease, which depends on the ClusterManager, so destroy
+removes spokes (in parallel) before the hub.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from fleetplan.addrs import Address
+from fleetplan.config.models import ClusterRef, Fleet
+from fleetplan.errors import ConfigError
+from fleetplan.stacks.bundles import (
+    BundleLayout,
+    BundleSource,
+    RenderOptions,
+    address_of,
+    pinned_image,
+    render_objects,
+)
+from fleetplan.stacks.desired import (
+    DesiredFleet,
+    DesiredResource,
+    Handler,
+    Readiness,
+    ReadinessKind,
+    Ref,
+    Template,
+)
+
+HUB_NAMESPACE = "open-cluster-management"
+AGENT_NAMESPACE = "open-cluster-management-agent"
+BOOTSTRAP_SA = "agent-registration-bootstrap"
+BOOTSTRAP_ROLE = "open-cluster-management:bootstrap"
+BOOTSTRAP_SECRET = "bootstrap-hub-kubeconfig"
+CLUSTER_SET_LABEL = "cluster.open-cluster-management.io/clusterset"
+CSR_CLUSTER_LABEL = "open-cluster-management.io/cluster-name"
+REGISTRY = "quay.io/open-cluster-management"
+FLEETPLAN_GROUP = "fleetplan.dev"
+CLUSTER_GROUP = "cluster.open-cluster-management.io"
+OPERATOR_GROUP = "operator.open-cluster-management.io"
+RBAC = "rbac.authorization.k8s.io"
+
+_CRDS = "crds/0000_0{}_{}.open-cluster-management.io_{}.crd.yaml"
+
+
+class OcmLayout(BundleLayout):
+    """OCM publishes no plain-YAML release assets; each mirror file maps to its upstream path at
+    the tag (operator files from `ocm`, CRDs from `api` at the version ocm's go.mod requires)."""
+
+    def url(self, version: str, file: str) -> str:
+        if file.startswith("crds/"):
+            kind = file.rsplit("_", 1)[1].split(".", 1)[0]
+            return (f"{_RAW}/api/{_API_TAGS.get(version, version)}/{_API_FOLDERS[kind]}/"
+                    f"{file.removeprefix('crds/')}")
+        role, name = file.split("/", 1)
+        chart = "cluster-manager" if role == "hub" else "klusterlet"
+        sub = "rbac" if name.startswith("cluster_role") else "operator"
+        return f"{_RAW}/ocm/{version}/deploy/{chart}/config/{sub}/{name}"
+
+
+_RAW = "https://raw.githubusercontent.com/open-cluster-management-io"
+_API_FOLDERS = {"managedclusters": "cluster/v1", "managedclustersets": "cluster/v1beta2",
+                "managedclustersetbindings": "cluster/v1beta2", "klusterlets": "operator/v1",
+                "clustermanagers": "operator/v1", "manifestworks": "work/v1"}
+_API_TAGS = {"v1.3.1": "v1.3.0"}
+
+LAYOUT = OcmLayout(
+    stack="ocm",
+    files={
+        "hub": (_CRDS.format(1, "operator", "clustermanagers"), "hub/namespace.yaml",
+                "hub/service_account.yaml", "hub/cluster_role.yaml", "hub/cluster_role_binding.yaml",
+                "hub/operator.yaml"),
+        "spoke": (_CRDS.format(0, "operator", "klusterlets"), "spoke/namespace.yaml",
+                  "spoke/service_account.yaml", "spoke/cluster_role.yaml",
+                  "spoke/cluster_role_binding.yaml", "spoke/operator.yaml"),
+        # What the cluster-manager operator installs on the hub; only the lab's simulator uses it.
+        "hub-crds": (_CRDS.format(0, "clusters", "managedclusters"),
+                     _CRDS.format(0, "clusters", "managedclustersets"),
+                     _CRDS.format(1, "clusters", "managedclustersetbindings"),
+                     _CRDS.format(0, "work", "manifestworks")),
+    },
+    upstream_namespace={"hub": HUB_NAMESPACE, "spoke": HUB_NAMESPACE, "hub-crds": ""},
+    release_url="",
+)
+
+# The bootstrap identity's permissions, as the cluster-manager chart grants them: enough to
+# create its ManagedCluster and CSR, read cluster-info and join a cluster set, nothing more.
+BOOTSTRAP_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+    {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"],
+     "verbs": ["create", "get", "list", "watch"]},
+    {"apiGroups": [CLUSTER_GROUP], "resources": ["managedclusters"],
+     "verbs": ["get", "create", "list", "watch"]},
+    {"apiGroups": [CLUSTER_GROUP], "resources": ["managedclustersets/join"], "verbs": ["create"]},
+)
+
+
+def render_ocm(fleet: Fleet, source: BundleSource | None = None) -> DesiredFleet:
+    """The desired resources of an OCM fleet; raises ConfigError/BundleError on bad input."""
+    spec = fleet.spec
+    if fleet.is_member_only:
+        raise ConfigError("the ocm stack needs the hub's kubeconfig; leader.joinConfig is not "
+                          "supported for ocm yet", hint="set leader.kubeconfig/context instead")
+    if source is None:
+        source = BundleSource.from_environment(spec.manifests.mirror, spec.manifests.sha256)
+    hub_ref, spokes = fleet.clusters()[0], fleet.clusters()[1:]
+    protected = _protected_clusters(fleet)
+    resources: list[DesiredResource] = []
+    warnings: list[str] = []
+    hub = _render_hub(fleet, hub_ref, source.load(LAYOUT, spec.version, "hub"))
+    resources.extend(hub)
+    cluster_manager = Address(hub_ref.name, OPERATOR_GROUP, "ClusterManager", "", "cluster-manager")
+    resources.extend(_render_cluster_set(fleet, hub_ref.name, cluster_manager))
+    if spokes and spec.tokens.strategy == "shared":
+        warnings.append("tokens.strategy shared: every spoke bootstraps as one identity, so acceptance "
+                        "cannot tell a spoke from another one claiming its name")
+        resources.extend(_bootstrap_identity(fleet, hub_ref, BOOTSTRAP_SA))
+    spoke_bundle = source.load(LAYOUT, spec.version, "spoke") if spokes else None
+    server = hub_ref.api_server or kubeconfig_server(hub_ref)
+    for spoke in spokes:
+        assert spoke_bundle is not None
+        account = BOOTSTRAP_SA if spec.tokens.strategy == "shared" else f"{BOOTSTRAP_SA}-{spoke.name}"
+        if spec.tokens.strategy != "shared":
+            resources.extend(_bootstrap_identity(fleet, hub_ref, account))
+        resources.extend(_render_spoke(fleet, hub_ref.name, spoke, spoke_bundle, server, account,
+                                       cluster_manager))
+    final = tuple(_protect(r, protected) for r in resources)
+    return DesiredFleet(fleet.name, final, tuple(warnings))
+
+
+def _render_hub(fleet: Fleet, hub: ClusterRef, bundle: Any) -> list[DesiredResource]:
+    version = fleet.spec.version
+    objects = render_objects(bundle.fresh_objects(), RenderOptions(version=version))
+    out: list[DesiredResource] = []
+    for obj in objects:
+        _pin_agent_image_env(obj, version)
+        out.append(DesiredResource(address_of(hub.name, obj), obj,
+                                   readiness=_bundle_readiness(obj, hub.name)))
+    # The CR depends on the whole operator (not just its Deployment) so that destroy deletes the
+    # CR while the operator still has the permissions it needs to finalize it.
+    operator = frozenset(r.address for r in out)
+    gates = fleet.spec.ocm.cluster_manager.feature_gates
+    registration: dict[str, Any] = {}
+    if gates:
+        registration["featureGates"] = [{"feature": name, "mode": "Enable" if on else "Disable"}
+                                        for name, on in sorted(gates.items())]
+    if fleet.spec.ocm.auto_approve_users:
+        registration["autoApproveUsers"] = sorted(fleet.spec.ocm.auto_approve_users)
+    body: dict[str, Any] = {
+        "apiVersion": f"{OPERATOR_GROUP}/v1", "kind": "ClusterManager",
+        "metadata": {"name": "cluster-manager"},
+        "spec": {**_images(version, ("registration", "work", "placement", "addon-manager"),
+                           {"addon-manager": "addOnManager"}),
+                 "deployOption": {"mode": "Default"}},
+    }
+    if registration:
+        body["spec"]["registrationConfiguration"] = registration
+    cm = Address(hub.name, OPERATOR_GROUP, "ClusterManager", "", "cluster-manager")
+    out.append(DesiredResource(
+        cm, body, depends_on=operator,
+        readiness=Readiness(ReadinessKind.CONDITION, "Applied",
+                            description=f"ClusterManager Applied on hub {hub.name}")))
+    out.append(DesiredResource(
+        Address(hub.name, RBAC, "ClusterRole", "", BOOTSTRAP_ROLE),
+        {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": {"name": BOOTSTRAP_ROLE},
+         "rules": [dict(rule) for rule in BOOTSTRAP_RULES]}))
+    return out
+
+
+def _images(version: str, names: Sequence[str], fields: Mapping[str, str]) -> dict[str, str]:
+    return {f"{fields.get(n, n)}ImagePullSpec": f"{REGISTRY}/{n}:{version}" for n in names}
+
+
+def _pin_agent_image_env(obj: dict[str, Any], version: str) -> None:
+    """The operator passes AGENT_IMAGE to what it deploys; pin it like the container image."""
+    containers = obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
+    for container in containers:
+        for env in container.get("env") or []:
+            if env.get("name") == "AGENT_IMAGE" and isinstance(env.get("value"), str):
+                env["value"] = pinned_image(env["value"], RenderOptions(version=version))
+
+
+def _bundle_readiness(obj: Mapping[str, Any], cluster: str) -> Readiness:
+    name = obj["metadata"]["name"]
+    if obj["kind"] == "CustomResourceDefinition":
+        return Readiness(ReadinessKind.ESTABLISHED, description=f"CRD {name} Established on {cluster}")
+    if obj["kind"] == "Deployment":
+        return Readiness(ReadinessKind.AVAILABLE, description=f"Deployment {name} available on {cluster}")
+    return Readiness()
+
+
+def _bootstrap_identity(fleet: Fleet, hub: ClusterRef, account: str) -> list[DesiredResource]:
+    """ServiceAccount, ClusterRoleBinding and token for one bootstrap identity on the hub."""
+    sa = Address(hub.name, "", "ServiceAccount", HUB_NAMESPACE, account)
+    binding_name = bootstrap_binding(account)
+    binding = DesiredResource(
+        Address(hub.name, RBAC, "ClusterRoleBinding", "", binding_name),
+        {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": binding_name},
+         "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": BOOTSTRAP_ROLE},
+         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": HUB_NAMESPACE}]})
+    account_body = {"apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"name": account, "namespace": HUB_NAMESPACE}}
+    return [DesiredResource(sa, account_body), binding, _token(fleet, hub, account)]
+
+
+def token_address(hub: str, account: str, kind: str) -> Address:
+    if kind == "secret":
+        return Address(hub, "", "Secret", HUB_NAMESPACE, f"{account}-token")
+    return Address(hub, FLEETPLAN_GROUP, "BoundToken", HUB_NAMESPACE, account)
+
+
+def _token(fleet: Fleet, hub: ClusterRef, account: str) -> DesiredResource:
+    settings = fleet.spec.ocm.bootstrap_token
+    address = token_address(hub.name, account, settings.kind)
+    options: dict[str, Any] = {"serviceAccount": account, "caSha256": hub.ca_sha256}
+    if settings.kind == "secret":
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+                "metadata": {"name": address.name, "namespace": HUB_NAMESPACE,
+                             "annotations": {"kubernetes.io/service-account.name": account}}}
+        return DesiredResource(address, body, handler=Handler.SECRET_TOKEN, options=options,
+                               sensitive_paths=frozenset({"data.token", "data.ca.crt"}))
+    # A bootstrap token only matters until the spoke holds its signed certificate, so rotation
+    # is planned only while the spoke has not joined (see docs/ocm.md, "Tokens").
+    options.update({"ttlSeconds": settings.ttl_seconds,
+                    "rotateBeforeSeconds": min(fleet.spec.tokens.rotate_before_seconds,
+                                               settings.ttl_seconds // 4),
+                    "neededUntil": {"kind": "ManagedCluster", "condition": "ManagedClusterJoined"}})
+    return DesiredResource(address, {"serviceAccount": account, "namespace": HUB_NAMESPACE},
+                           handler=Handler.BOUND_TOKEN, options=options)
+
+
+def _render_spoke(fleet: Fleet, hub: str, spoke: ClusterRef, bundle: Any, server: str, account: str,
+                  cluster_manager: Address) -> list[DesiredResource]:
+    version, mode = fleet.spec.version, fleet.spec.ocm.klusterlet.mode
+    release = Address(hub, FLEETPLAN_GROUP, "ClusterRelease", "", spoke.name)
+    on_spoke: list[DesiredResource] = []
+    for obj in render_objects(bundle.fresh_objects(), RenderOptions(version=version)):
+        on_spoke.append(DesiredResource(address_of(spoke.name, obj), obj,
+                                        readiness=_bundle_readiness(obj, spoke.name)))
+    agent_ns = Address(spoke.name, "", "Namespace", "", AGENT_NAMESPACE)
+    on_spoke.append(DesiredResource(agent_ns, {"apiVersion": "v1", "kind": "Namespace",
+                                               "metadata": {"name": AGENT_NAMESPACE}}))
+    token = token_address(hub, account, fleet.spec.ocm.bootstrap_token.kind)
+    secret = Address(spoke.name, "", "Secret", AGENT_NAMESPACE, BOOTSTRAP_SECRET)
+    on_spoke.append(DesiredResource(
+        secret,
+        {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+         "metadata": {"name": BOOTSTRAP_SECRET, "namespace": AGENT_NAMESPACE},
+         "data": {"kubeconfig": bootstrap_kubeconfig(server, token)}},
+        depends_on=frozenset({token}), sensitive_paths=frozenset({"data.kubeconfig"})))
+    klusterlet_spec: dict[str, Any] = {
+        "clusterName": spoke.name, "namespace": AGENT_NAMESPACE, "deployOption": {"mode": mode},
+        **_images(version, ("registration", "work"), {}),
+        "imagePullSpec": f"{REGISTRY}/registration-operator:{version}",
+    }
+    external = spoke.api_server or kubeconfig_server(spoke)
+    klusterlet_spec["externalServerURLs"] = [{"url": external}]
+    klusterlet = Address(spoke.name, OPERATOR_GROUP, "Klusterlet", "", "klusterlet")
+    on_spoke.append(DesiredResource(
+        klusterlet, {"apiVersion": f"{OPERATOR_GROUP}/v1", "kind": "Klusterlet",
+                     "metadata": {"name": "klusterlet"}, "spec": klusterlet_spec},
+        # On everything else on the spoke: destroy removes the Klusterlet first, while its
+        # operator still runs with its permissions and can finalize it.
+        depends_on=frozenset(r.address for r in on_spoke)))
+    # Every spoke resource waits for the release marker, so destroy deletes the marker (and the
+    # hub-side objects of the spoke) only after the spoke has been unjoined.
+    on_spoke = [_with_dependency(r, release) for r in on_spoke]
+    accept = DesiredResource(
+        Address(hub, CLUSTER_GROUP, "ManagedCluster", "", spoke.name),
+        {"apiVersion": f"{CLUSTER_GROUP}/v1", "kind": "ManagedCluster",
+         "metadata": {"name": spoke.name,
+                      "labels": {**spoke.labels, CLUSTER_SET_LABEL: fleet.spec.cluster_set.name}},
+         "spec": {"hubAcceptsClient": True}},
+        handler=Handler.ACCEPT_CLUSTER,
+        depends_on=frozenset({r.address for r in on_spoke}
+                             | {Address(hub, CLUSTER_GROUP, "ManagedClusterSet", "",
+                                        fleet.spec.cluster_set.name)}),
+        readiness=Readiness(ReadinessKind.CONDITION, "ManagedClusterJoined",
+                            description=f"ManagedCluster {spoke.name} joined hub {hub}"),
+        options={"clusterName": spoke.name,
+                 "requesters": [bootstrap_username(account)],
+                 "timeoutSeconds": fleet.spec.wait.timeout_seconds})
+    marker = DesiredResource(release, {"clusterName": spoke.name}, handler=Handler.RELEASE_CLUSTER,
+                             depends_on=frozenset({
+                                 cluster_manager, token,
+                                 Address(hub, RBAC, "ClusterRole", "", BOOTSTRAP_ROLE),
+                                 Address(hub, RBAC, "ClusterRoleBinding", "", bootstrap_binding(account))}),
+                             options={"clusterName": spoke.name})
+    return [marker, *on_spoke, accept]
+
+
+def bootstrap_kubeconfig(server: str, token: Address) -> Template:
+    """The kubeconfig the registration agent bootstraps with: the hub's server, the CA the engine
+    verified when it minted the token, and the token; base64 for Secret.data."""
+    text = "\n".join([
+        "apiVersion: v1", "kind: Config",
+        "clusters:", "- name: hub", "  cluster:", f"    server: {server}",
+        "    certificate-authority-data: ${ca}",
+        "users:", "- name: bootstrap", "  user:", "    token: ${token}",
+        "contexts:", "- name: bootstrap", "  context:", "    cluster: hub", "    user: bootstrap",
+        "current-context: bootstrap", ""])
+    return Template(text, (("ca", Ref(token, "ca.crt", transform="base64")),
+                           ("token", Ref(token, "token"))), transform="base64")
+
+
+def _render_cluster_set(fleet: Fleet, hub: str, cluster_manager: Address) -> list[DesiredResource]:
+    name = fleet.spec.cluster_set.name
+    cluster_set = Address(hub, CLUSTER_GROUP, "ManagedClusterSet", "", name)
+    out = [DesiredResource(cluster_set, {
+        "apiVersion": f"{CLUSTER_GROUP}/v1beta2", "kind": "ManagedClusterSet", "metadata": {"name": name},
+        "spec": {"clusterSelector": {"selectorType": "ExclusiveClusterSetLabel"}}},
+        depends_on=frozenset({cluster_manager}))]
+    for namespace in fleet.spec.ocm.managed_cluster_set_bindings:
+        out.append(DesiredResource(
+            Address(hub, CLUSTER_GROUP, "ManagedClusterSetBinding", namespace, name),
+            {"apiVersion": f"{CLUSTER_GROUP}/v1beta2", "kind": "ManagedClusterSetBinding",
+             "metadata": {"name": name, "namespace": namespace}, "spec": {"clusterSet": name}},
+            depends_on=frozenset({cluster_set})))
+    return out
+
+
+def _with_dependency(resource: DesiredResource, dependency: Address) -> DesiredResource:
+    return DesiredResource(resource.address, resource.body, resource.handler,
+                           resource.depends_on | {dependency}, resource.readiness,
+                           resource.sensitive_paths, resource.ignore_paths, resource.options,
+                           resource.prevent_destroy)
+
+
+def _protected_clusters(fleet: Fleet) -> frozenset[str]:
+    names: set[str] = set()
+    for entry in fleet.spec.lifecycle.prevent_destroy:
+        if entry == "leader":
+            names.add(fleet.leader_name)
+        elif entry == "members":
+            names.update(m.name for m in fleet.spec.members)
+        else:
+            names.add(entry)
+    return frozenset(names)
+
+
+def _protect(resource: DesiredResource, protected: frozenset[str]) -> DesiredResource:
+    if resource.address.cluster not in protected:
+        return resource
+    return DesiredResource(resource.address, resource.body, resource.handler, resource.depends_on,
+                           resource.readiness, resource.sensitive_paths, resource.ignore_paths,
+                           resource.options, prevent_destroy=True)
+
+
+def kubeconfig_server(cluster: ClusterRef) -> str:
+    """The server URL of the cluster's kubeconfig context (no credentials are read or kept)."""
+    path: Path = cluster.kubeconfig
+    try:
+        config = YAML(typ="safe").load(path.read_text())
+    except (OSError, YAMLError) as err:
+        raise ConfigError(f"cannot read the kubeconfig of {cluster.name} ({path}): "
+                          f"{str(err).splitlines()[0]}",
+                          hint=f"fix the file or set apiServer for {cluster.name}") from None
+    config = config if isinstance(config, dict) else {}
+    context_name = cluster.context or config.get("current-context")
+    contexts = {c.get("name"): c.get("context") or {} for c in config.get("contexts") or []}
+    clusters = {c.get("name"): c.get("cluster") or {} for c in config.get("clusters") or []}
+    context = contexts.get(context_name)
+    server = clusters.get((context or {}).get("cluster"), {}).get("server")
+    if not isinstance(server, str) or not server:
+        raise ConfigError(f"kubeconfig {path} has no server for context {context_name!r} "
+                          f"(cluster {cluster.name})",
+                          hint=f"name an existing context or set apiServer for {cluster.name}")
+    return server.rstrip("/")
+
+
+def bootstrap_binding(account: str) -> str:
+    return f"open-cluster-management:bootstrap:{account}"
+
+
+def bootstrap_username(account: str) -> str:
+    """The user a bootstrap ServiceAccount's token authenticates as (what CSRs record)."""
+    return f"system:serviceaccount:{HUB_NAMESPACE}:{account}"
