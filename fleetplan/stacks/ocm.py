@@ -22,6 +22,7 @@ removes spokes (in parallel) before the hub.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -137,14 +138,14 @@ def render_ocm(fleet: Fleet, source: BundleSource | None = None) -> DesiredFleet
     if spokes and spec.tokens.strategy == "shared":
         warnings.append("tokens.strategy shared: every spoke bootstraps as one identity, so acceptance "
                         "cannot tell a spoke from another one claiming its name")
-        resources.extend(_bootstrap_identity(fleet, hub_ref, BOOTSTRAP_SA))
+        resources.extend(_bootstrap_identity(fleet, hub_ref, BOOTSTRAP_SA, [s.name for s in spokes]))
     spoke_bundle = source.load(LAYOUT, spec.version, "spoke") if spokes else None
     server = hub_ref.api_server or kubeconfig_server(hub_ref)
     for spoke in spokes:
         assert spoke_bundle is not None
         account = BOOTSTRAP_SA if spec.tokens.strategy == "shared" else f"{BOOTSTRAP_SA}-{spoke.name}"
         if spec.tokens.strategy != "shared":
-            resources.extend(_bootstrap_identity(fleet, hub_ref, account))
+            resources.extend(_bootstrap_identity(fleet, hub_ref, account, [spoke.name]))
         resources.extend(_render_spoke(fleet, hub_ref.name, spoke, spoke_bundle, server, account,
                                        cluster_manager))
     final = tuple(_protect(r, protected) for r in resources)
@@ -212,7 +213,8 @@ def _bundle_readiness(obj: Mapping[str, Any], cluster: str) -> Readiness:
     return Readiness()
 
 
-def _bootstrap_identity(fleet: Fleet, hub: ClusterRef, account: str) -> list[DesiredResource]:
+def _bootstrap_identity(fleet: Fleet, hub: ClusterRef, account: str,
+                        spokes: Sequence[str]) -> list[DesiredResource]:
     """ServiceAccount, ClusterRoleBinding and token for one bootstrap identity on the hub."""
     sa = Address(hub.name, "", "ServiceAccount", HUB_NAMESPACE, account)
     binding_name = bootstrap_binding(account)
@@ -223,7 +225,7 @@ def _bootstrap_identity(fleet: Fleet, hub: ClusterRef, account: str) -> list[Des
          "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": HUB_NAMESPACE}]})
     account_body = {"apiVersion": "v1", "kind": "ServiceAccount",
                     "metadata": {"name": account, "namespace": HUB_NAMESPACE}}
-    return [DesiredResource(sa, account_body), binding, _token(fleet, hub, account)]
+    return [DesiredResource(sa, account_body), binding, _token(fleet, hub, account, spokes)]
 
 
 def token_address(hub: str, account: str, kind: str) -> Address:
@@ -232,7 +234,7 @@ def token_address(hub: str, account: str, kind: str) -> Address:
     return Address(hub, FLEETPLAN_GROUP, "BoundToken", HUB_NAMESPACE, account)
 
 
-def _token(fleet: Fleet, hub: ClusterRef, account: str) -> DesiredResource:
+def _token(fleet: Fleet, hub: ClusterRef, account: str, spokes: Sequence[str]) -> DesiredResource:
     settings = fleet.spec.ocm.bootstrap_token
     address = token_address(hub.name, account, settings.kind)
     options: dict[str, Any] = {"serviceAccount": account, "caSha256": hub.ca_sha256}
@@ -247,7 +249,11 @@ def _token(fleet: Fleet, hub: ClusterRef, account: str) -> DesiredResource:
     options.update({"ttlSeconds": settings.ttl_seconds,
                     "rotateBeforeSeconds": min(fleet.spec.tokens.rotate_before_seconds,
                                                settings.ttl_seconds // 4),
-                    "neededUntil": {"kind": "ManagedCluster", "condition": "ManagedClusterJoined"}})
+                    # The klusterlet reports HubConnectionDegraded=False once its agent holds a
+                    # working hub kubeconfig from its signed certificate.
+                    "neededUntil": [{"address": str(klusterlet_address(name)), "apiVersion":
+                                     f"{OPERATOR_GROUP}/v1", "condition": "HubConnectionDegraded",
+                                     "status": "False"} for name in spokes]})
     return DesiredResource(address, {"serviceAccount": account, "namespace": HUB_NAMESPACE},
                            handler=Handler.BOUND_TOKEN, options=options)
 
@@ -278,7 +284,7 @@ def _render_spoke(fleet: Fleet, hub: str, spoke: ClusterRef, bundle: Any, server
     }
     external = spoke.api_server or kubeconfig_server(spoke)
     klusterlet_spec["externalServerURLs"] = [{"url": external}]
-    klusterlet = Address(spoke.name, OPERATOR_GROUP, "Klusterlet", "", "klusterlet")
+    klusterlet = klusterlet_address(spoke.name)
     on_spoke.append(DesiredResource(
         klusterlet, {"apiVersion": f"{OPERATOR_GROUP}/v1", "kind": "Klusterlet",
                      "metadata": {"name": "klusterlet"}, "spec": klusterlet_spec},
@@ -288,19 +294,20 @@ def _render_spoke(fleet: Fleet, hub: str, spoke: ClusterRef, bundle: Any, server
     # Every spoke resource waits for the release marker, so destroy deletes the marker (and the
     # hub-side objects of the spoke) only after the spoke has been unjoined.
     on_spoke = [_with_dependency(r, release) for r in on_spoke]
+    labels = {**spoke.labels, CLUSTER_SET_LABEL: fleet.spec.cluster_set.name}
+    # An operation, not an object: the ManagedCluster is the agent's; fleetplan approves its CSR
+    # and sets hubAcceptsClient and these labels (server-side apply of those fields only).
     accept = DesiredResource(
-        Address(hub, CLUSTER_GROUP, "ManagedCluster", "", spoke.name),
+        acceptance_address(hub, spoke.name),
         {"apiVersion": f"{CLUSTER_GROUP}/v1", "kind": "ManagedCluster",
-         "metadata": {"name": spoke.name,
-                      "labels": {**spoke.labels, CLUSTER_SET_LABEL: fleet.spec.cluster_set.name}},
-         "spec": {"hubAcceptsClient": True}},
+         "metadata": {"name": spoke.name, "labels": labels}, "spec": {"hubAcceptsClient": True}},
         handler=Handler.ACCEPT_CLUSTER,
         depends_on=frozenset({r.address for r in on_spoke}
                              | {Address(hub, CLUSTER_GROUP, "ManagedClusterSet", "",
                                         fleet.spec.cluster_set.name)}),
         readiness=Readiness(ReadinessKind.CONDITION, "ManagedClusterJoined",
                             description=f"ManagedCluster {spoke.name} joined hub {hub}"),
-        options={"clusterName": spoke.name,
+        options={"clusterName": spoke.name, "labels": dict(sorted(labels.items())),
                  "requesters": [bootstrap_username(account)],
                  "timeoutSeconds": fleet.spec.wait.timeout_seconds})
     marker = DesiredResource(release, {"clusterName": spoke.name}, handler=Handler.RELEASE_CLUSTER,
@@ -310,6 +317,14 @@ def _render_spoke(fleet: Fleet, hub: str, spoke: ClusterRef, bundle: Any, server
                                  Address(hub, RBAC, "ClusterRoleBinding", "", bootstrap_binding(account))}),
                              options={"clusterName": spoke.name})
     return [marker, *on_spoke, accept]
+
+
+def acceptance_address(hub: str, spoke: str) -> Address:
+    return Address(hub, FLEETPLAN_GROUP, "ClusterAcceptance", "", spoke)
+
+
+def klusterlet_address(spoke: str) -> Address:
+    return Address(spoke, OPERATOR_GROUP, "Klusterlet", "", "klusterlet")
 
 
 def bootstrap_kubeconfig(server: str, token: Address) -> Template:
@@ -343,10 +358,7 @@ def _render_cluster_set(fleet: Fleet, hub: str, cluster_manager: Address) -> lis
 
 
 def _with_dependency(resource: DesiredResource, dependency: Address) -> DesiredResource:
-    return DesiredResource(resource.address, resource.body, resource.handler,
-                           resource.depends_on | {dependency}, resource.readiness,
-                           resource.sensitive_paths, resource.ignore_paths, resource.options,
-                           resource.prevent_destroy)
+    return dataclasses.replace(resource, depends_on=resource.depends_on | {dependency})
 
 
 def _protected_clusters(fleet: Fleet) -> frozenset[str]:
@@ -364,9 +376,7 @@ def _protected_clusters(fleet: Fleet) -> frozenset[str]:
 def _protect(resource: DesiredResource, protected: frozenset[str]) -> DesiredResource:
     if resource.address.cluster not in protected:
         return resource
-    return DesiredResource(resource.address, resource.body, resource.handler, resource.depends_on,
-                           resource.readiness, resource.sensitive_paths, resource.ignore_paths,
-                           resource.options, prevent_destroy=True)
+    return dataclasses.replace(resource, prevent_destroy=True)
 
 
 def kubeconfig_server(cluster: ClusterRef) -> str:
