@@ -119,6 +119,11 @@ class _Plainer:
 
 def read_yaml_file(file: Path, *, what: str = "fleet file") -> YamlDocument:
     """Read and parse `file`; raises ConfigError (with a location) for anything not one YAML doc."""
+    return read_yaml_documents(file, what=what, single=True)[0]
+
+
+def read_yaml_documents(file: Path, *, what: str, single: bool = False) -> list[YamlDocument]:
+    """Every document in `file` (mappings only; at least one); `single` refuses more than one."""
     try:
         size = file.stat().st_size
         if file.is_dir():
@@ -145,23 +150,25 @@ def read_yaml_file(file: Path, *, what: str = "fleet file") -> YamlDocument:
         raise _error(file, f"YAML error: {err}") from None
     except RecursionError:
         raise _error(file, "the document is nested too deeply") from None
-    if len(docs) > 1:
+    docs = [d for d in docs if d is not None]
+    if single and len(docs) > 1:
         line = _second_document_line(text)
         raise _error(file, f"{len(docs)} YAML documents; a {what} holds exactly one", line, 1,
                      "remove the '---' separator and keep one document per file")
-    tree = docs[0] if docs else None
-    if tree is None:
+    if not docs:
         raise _error(file, f"the {what} is empty", 1, 1,
                      "start from an example in examples/ (apiVersion, kind, metadata, spec)")
-    if not isinstance(tree, CommentedMap):
-        found = "a list" if isinstance(tree, CommentedSeq) else f"{type(tree).__name__} {str(tree)[:40]!r}"
-        raise _error(file, f"expected a mapping at the top level, found {found}", 1, 1,
-                     "a fleet file starts with 'apiVersion: fleetplan.dev/v1alpha1'")
-    try:
-        data = _Plainer(file).copy(tree)
-    except RecursionError:
-        raise _error(file, "the document is nested too deeply") from None
-    return YamlDocument(file, tree, data)
+    out = []
+    for tree in docs:
+        if not isinstance(tree, CommentedMap):
+            found = "a list" if isinstance(tree, CommentedSeq) else f"a {type(tree).__name__}"
+            raise _error(file, f"expected a mapping at the top level, found {found}", 1, 1,
+                         "a YAML file here holds 'key: value' pairs, starting with apiVersion")
+        try:
+            out.append(YamlDocument(file, tree, _Plainer(file).copy(tree)))
+        except RecursionError:
+            raise _error(file, "the document is nested too deeply") from None
+    return out
 
 
 def _second_document_line(text: str) -> int:

@@ -1,0 +1,124 @@
+"""Join files: what a member-only fleet knows about a leader it holds no credentials for.
+
+The format is Antrea's `ClusterSetJoinConfig` (as `antctl mc get joinconfig` and
+`fleetplan join-config export` write it), optionally followed in the same file by the member's
+token Secret, or naming a Secret manifest beside it with `tokenSecretFile`:
+
+    apiVersion: multicluster.antrea.io/v1alpha1
+    kind: ClusterSetJoinConfig
+    clusterSetID: demo-set
+    clusterID: east                  # optional: the member this file is for
+    namespace: kube-system           # optional: the member's namespace
+    leaderClusterID: north
+    leaderNamespace: antrea-multicluster
+    leaderAPIServer: https://north.example:6443
+    tokenSecretName: member-east-token   # optional
+    tokenSecretFile: ./token.yaml        # optional
+    ---
+    apiVersion: v1                   # optional: the token Secret (data: ca.crt, namespace, token)
+    kind: Secret
+
+This module validates the file with positions for `fleetplan validate`; the Antrea stack reads
+the token itself (fleetplan/stacks/joinconfigs.py). No token value is kept here: only whether
+one is present.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from fleetplan.config.explaining import explain_validation_error
+from fleetplan.config.models import Model
+from fleetplan.config.positions import Positions
+from fleetplan.config.reading import YamlDocument, read_yaml_documents
+from fleetplan.config.values import ApiServer, DnsLabel
+from fleetplan.errors import ConfigError, Diagnostic
+
+JOIN_API_VERSION = "multicluster.antrea.io/v1alpha1"
+JOIN_KIND = "ClusterSetJoinConfig"
+
+
+class JoinConfigFile(Model):
+    """Antrea's ClusterSetJoinConfig."""
+
+    api_version: Literal["multicluster.antrea.io/v1alpha1"]
+    kind: Literal["ClusterSetJoinConfig"]
+    cluster_set_id: DnsLabel = Field(alias="clusterSetID")
+    leader_cluster_id: DnsLabel = Field(alias="leaderClusterID")
+    leader_namespace: DnsLabel = Field(alias="leaderNamespace")
+    leader_api_server: ApiServer = Field(alias="leaderAPIServer")
+    cluster_id: str | None = Field(None, alias="clusterID")
+    namespace: str | None = None
+    token_secret_name: str | None = Field(None, alias="tokenSecretName")
+    token_secret_file: str | None = Field(None, alias="tokenSecretFile")
+
+
+@dataclass(frozen=True)
+class JoinBundle:
+    """The non-secret facts of a join file."""
+
+    file: Path
+    cluster_set: str
+    leader_name: str
+    leader_api_server: str
+    leader_namespace: str
+    member: str | None
+    member_namespace: str | None
+    has_token: bool
+
+
+def _problem(doc: YamlDocument, path: tuple[str, ...], summary: str, hint: str) -> ConfigError:
+    return ConfigError([Diagnostic(summary, Positions(str(doc.file), doc.tree).value(path), hint=hint)])
+
+
+def _check_secret(doc: YamlDocument) -> bool:
+    """True when the Secret carries a base64 token; raises on a malformed one."""
+    data = doc.data.get("data")
+    if not isinstance(data, dict):
+        raise _problem(doc, ("data",), "the token Secret has no data mapping", "export the file again")
+    for key in ("token", "ca.crt"):
+        value = data.get(key)
+        if value is None:
+            continue
+        try:
+            base64.b64decode(str(value), validate=True)
+        except binascii.Error:
+            raise _problem(doc, ("data", key), f"Secret data.{key} is not base64",
+                           "export the file again from the leader's fleet") from None
+    return data.get("token") is not None
+
+
+def load_join_config(file: Path) -> JoinBundle:
+    """Validate a join file; raises ConfigError located in it (or in its token Secret file)."""
+    docs = read_yaml_documents(file, what="join file")
+    head = next((d for d in docs if d.data.get("kind") == JOIN_KIND), docs[0])
+    try:
+        join = JoinConfigFile.model_validate(head.data)
+    except ValidationError as err:
+        positions = Positions(str(file), head.tree)
+        raise ConfigError(explain_validation_error(JoinConfigFile, err, positions)) from None
+    if join.cluster_id:
+        try:
+            JoinConfigFile.model_validate({**head.data, "clusterSetID": join.cluster_id})
+        except ValidationError:
+            raise _problem(head, ("clusterID",), f"clusterID {join.cluster_id!r} is not a DNS-1123 label",
+                           "use the member's cluster name") from None
+    secrets = [d for d in docs if d.data.get("kind") == "Secret"]
+    if not secrets and join.token_secret_file:
+        secret_file = (file.parent / join.token_secret_file).resolve()
+        secrets = [d for d in read_yaml_documents(secret_file, what="token Secret file")
+                   if d.data.get("kind") == "Secret"]
+        if not secrets:
+            raise _problem(head, ("tokenSecretFile",), f"{str(secret_file)!r} holds no Secret",
+                           "point tokenSecretFile at the member token Secret manifest")
+    has_token = any([_check_secret(s) for s in secrets])
+    return JoinBundle(file=file, cluster_set=join.cluster_set_id, leader_name=join.leader_cluster_id,
+                      leader_api_server=join.leader_api_server, leader_namespace=join.leader_namespace,
+                      member=join.cluster_id or None, member_namespace=join.namespace or None,
+                      has_token=has_token)
