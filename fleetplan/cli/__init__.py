@@ -61,7 +61,10 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI inside the error boundary and exit with a documented code."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:]) or bool(os.environ.get("FLEETPLAN_DEBUG"))
     try:
-        cli.main(args=argv, prog_name="fleetplan", standalone_mode=False)
+        # Without standalone mode click returns (not raises) a command's click.exceptions.Exit code.
+        code = cli.main(args=argv, prog_name="fleetplan", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except FleetplanError as err:
         if debug:
             import traceback
