@@ -1,0 +1,195 @@
+"""The OCM handlers, plugged into the engine's registry: accept-cluster, release-cluster, and the
+bootstrap-token rule "re-mint only while a spoke still needs it".
+
+- `accept-cluster` (on the hub): `ocm_accept.accept_cluster`, then wait for the resource's
+  readiness on the ManagedCluster (ManagedClusterJoined). Its removal is the ManifestWork guard:
+  it runs before anything of the spoke is deleted and refuses unless `options.force` is set.
+- `release-cluster` (on the hub): creating it does nothing; removing it deletes the spoke's CSRs,
+  ManagedCluster and hub namespace, which the graph orders after the spoke is unjoined.
+- `bound-token` with `options.neededUntil`: a token whose spokes all report a working hub
+  connection is not rotated when it expires, because nothing uses it any more; any other token is
+  assessed by the engine's own bound-token handler, unchanged.
+
+Importing this module registers all three (`register_ocm_handlers` is idempotent).
+Invariant: `ClusterOcmHub` is the only place here that builds requests; it uses the engine's
+`Cluster` protocol plus one PUT for the CSR approval subresource, which the protocol lacks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from fleetplan.addrs import Address
+from fleetplan.errors import ClusterError
+from fleetplan.live import handlers
+from fleetplan.live import readiness as readying
+from fleetplan.live.clusters import Cluster, Obj
+from fleetplan.live.ocm_accept import (
+    CLUSTER_API,
+    CSR_API,
+    CSR_CLUSTER_LABEL,
+    WORK_API,
+    accept_cluster,
+    check_no_manifest_works,
+    release_cluster,
+)
+from fleetplan.stacks.desired import Handler
+
+
+class ClusterOcmHub:
+    """`OcmHub` over the engine's `Cluster`."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.name = cluster.name
+
+    def get_managed_cluster(self, cluster: str) -> Obj | None:
+        return self.cluster.get(CLUSTER_API, "ManagedCluster", "", cluster)
+
+    def list_cluster_csrs(self, cluster: str) -> list[Obj]:
+        return self.cluster.list(CSR_API, "CertificateSigningRequest", "", f"{CSR_CLUSTER_LABEL}={cluster}")
+
+    def approve_csr(self, csr: Obj, message: str) -> None:
+        body = json.loads(json.dumps(csr))
+        conditions = body.setdefault("status", {}).setdefault("conditions", [])
+        conditions.append({"type": "Approved", "status": "True", "reason": "FleetplanApprove",
+                           "message": message})
+        name = body["metadata"]["name"]
+        replace = getattr(self.cluster, "replace_subresource", None)
+        if replace is not None:
+            replace(CSR_API, "CertificateSigningRequest", "", name, "approval", body)
+            return
+        call = getattr(self.cluster, "_call", None)  # KubeCluster before replace_subresource existed
+        if call is None:
+            raise ClusterError(f"cluster {self.name}: this client cannot approve CSRs")
+        status, data = call("PUT", f"/apis/{CSR_API}/certificatesigningrequests/{name}/approval",
+                            body=json.dumps(body), content_type="application/json")
+        if not 200 <= status < 300:
+            raise ClusterError(f"cluster {self.name}: approve CSR {name}: "
+                               f"{data.get('message') or f'HTTP {status}'}",
+                               hint="the user needs update on certificatesigningrequests/approval and "
+                                    "approve on the signer kubernetes.io/kube-apiserver-client")
+
+    def accept_managed_cluster(self, cluster: str, labels: Mapping[str, str]) -> None:
+        self.cluster.apply({"apiVersion": CLUSTER_API, "kind": "ManagedCluster",
+                            "metadata": {"name": cluster, "labels": dict(labels)},
+                            "spec": {"hubAcceptsClient": True}})
+
+    def list_manifest_works(self, namespace: str) -> list[Obj]:
+        return self.cluster.list(WORK_API, "ManifestWork", namespace, "")
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        return self.cluster.delete(api_version, kind, namespace, name)
+
+
+def _labels_digest(options: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(options.get("labels") or {}, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class AcceptClusterHandler:
+    object_backed = False
+    outputs_readable = True
+
+    def assess(self, item: handlers.AssessInput) -> handlers.Assessment:
+        name = str(item.options.get("clusterName", item.address.name))
+        if not item.recorded:
+            return handlers.Assessment("create", f"accept spoke {name} on hub {item.address.cluster}")
+        if item.record_outputs.get("labels") != _labels_digest(item.options):
+            return handlers.Assessment("update", f"the labels of ManagedCluster {name} changed")
+        return handlers.Assessment("no-op", f"spoke {name} already accepted")
+
+    def converge(self, cluster: Cluster, work: handlers.Work,
+                 progress: readying.Progress) -> handlers.Result:
+        name = str(work.options.get("clusterName", work.address.name))
+        progress(f"waiting for ManagedCluster {name} and its CSR on hub {cluster.name}")
+        outcome = accept_cluster(ClusterOcmHub(cluster), name, list(work.options.get("requesters") or ()),
+                                 dict(work.options.get("labels") or {}),
+                                 float(work.options.get("timeoutSeconds") or work.timeout))
+        for ignored in outcome.ignored:
+            progress(f"not approving CSR {ignored.name} for {name}: {ignored.reason}")
+        readying.wait_ready(cluster, CLUSTER_API, "ManagedCluster", "", name, work.readiness,
+                            timeout=work.timeout, progress=progress)
+        return self.read(cluster, work)
+
+    def read(self, cluster: Cluster, work: handlers.Work) -> handlers.Result:
+        return handlers.Result(outputs={"labels": _labels_digest(work.options)})
+
+    def remove(self, cluster: Cluster, work: handlers.Work, progress: readying.Progress) -> None:
+        name = str(work.options.get("clusterName", work.address.name))
+        works = check_no_manifest_works(ClusterOcmHub(cluster), name, bool(work.options.get("force")))
+        if works:
+            progress(f"--force: removing spoke {name} although {len(works)} ManifestWork(s) target it")
+
+
+class ReleaseClusterHandler:
+    object_backed = False
+    outputs_readable = True
+
+    def assess(self, item: handlers.AssessInput) -> handlers.Assessment:
+        if not item.recorded:
+            return handlers.Assessment("create", "record the spoke for an ordered release")
+        return handlers.Assessment("no-op", "recorded")
+
+    def converge(self, cluster: Cluster, work: handlers.Work,
+                 progress: readying.Progress) -> handlers.Result:
+        return handlers.Result()
+
+    def read(self, cluster: Cluster, work: handlers.Work) -> handlers.Result:
+        return handlers.Result()
+
+    def remove(self, cluster: Cluster, work: handlers.Work, progress: readying.Progress) -> None:
+        name = str(work.options.get("clusterName", work.address.name))
+        progress(f"removing CSRs, ManagedCluster and namespace of spoke {name} from hub {cluster.name}")
+        release_cluster(ClusterOcmHub(cluster), name, timeout=work.timeout)
+
+
+def _condition_holds(obj: Obj | None, condition: str, status: str) -> bool:
+    for item in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if item.get("type") == condition:
+            return bool(item.get("status") == status)
+    return False
+
+
+class BootstrapTokenHandler:
+    """The engine's bound-token handler, except that `neededUntil` can retire a token's rotation."""
+
+    def __init__(self, inner: handlers.ResourceHandler) -> None:
+        self.inner = inner
+        self.object_backed = inner.object_backed
+        self.outputs_readable = inner.outputs_readable
+
+    def assess(self, item: handlers.AssessInput) -> handlers.Assessment:
+        verdict = self.inner.assess(item)
+        needed = item.options.get("neededUntil")
+        if verdict.action != "update" or not item.recorded or not needed:
+            return verdict
+        for rule in needed:
+            obj = item.live.get(Address.parse(str(rule["address"])))
+            if not _condition_holds(obj, str(rule["condition"]), str(rule.get("status", "True"))):
+                return verdict
+        return handlers.Assessment("no-op", f"not rotated ({verdict.reason}): every spoke it bootstraps "
+                                   "has joined and no longer uses it")
+
+    def converge(self, cluster: Cluster, work: handlers.Work,
+                 progress: readying.Progress) -> handlers.Result:
+        return self.inner.converge(cluster, work, progress)
+
+    def read(self, cluster: Cluster, work: handlers.Work) -> handlers.Result:
+        return self.inner.read(cluster, work)
+
+    def remove(self, cluster: Cluster, work: handlers.Work, progress: readying.Progress) -> None:
+        self.inner.remove(cluster, work, progress)
+
+
+def register_ocm_handlers() -> None:
+    handlers.register(Handler.ACCEPT_CLUSTER, AcceptClusterHandler())
+    handlers.register(Handler.RELEASE_CLUSTER, ReleaseClusterHandler())
+    current = handlers.lookup(Handler.BOUND_TOKEN)
+    if not isinstance(current, BootstrapTokenHandler):
+        handlers.register(Handler.BOUND_TOKEN, BootstrapTokenHandler(current))
+
+
+register_ocm_handlers()
