@@ -1,0 +1,148 @@
+"""How one plan step touches a cluster: resolve values known only now, call the handler, retry.
+
+Invariants:
+- Values a step needs from other steps (`Ref`s, `Template`s) are resolved from results of this run,
+  kept in memory only; a source that did not run is read back if its handler can
+  (`outputs_readable`), otherwise the plan was wrong and the step fails naming the source.
+- Transient failures (`TransientClusterError`: 409, 429, 5xx, dropped connections) are retried
+  with exponential backoff, honouring Retry-After, within `retries` attempts; every handler
+  operation is idempotent (server-side apply, delete-if-present, mint-a-token), so a retry after an
+  unknown outcome is safe.
+- `refresh-only` plans never write to a cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fleetplan.addrs import Address
+from fleetplan.errors import ApplyError
+from fleetplan.live import handlers
+from fleetplan.live.clusters import Cluster, TransientClusterError
+from fleetplan.plan import bodies
+from fleetplan.plan.model import Action, Mode, Plan, Step
+from fleetplan.stacks.desired import Ref, Template
+
+Progress = Callable[[str], None]
+
+
+class ClusterExecutor:
+    def __init__(
+        self,
+        plan: Plan,
+        clusters: Mapping[str, Cluster],
+        *,
+        default_timeout: float = 300.0,
+        retries: int = 6,
+        backoff: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._plan = plan
+        self._steps = {s.address: s for s in plan.steps}
+        self._clusters = clusters
+        self._default_timeout = default_timeout
+        self._retries = retries
+        self._backoff = backoff
+        self._sleep = sleep
+        self._results: dict[Address, handlers.Result] = {}
+        self._lock = threading.Lock()
+
+    def execute(self, step: Step, progress: Progress) -> handlers.Result:
+        if step.action == Action.NOOP or self._plan.mode == Mode.REFRESH_ONLY:
+            return handlers.Result(uid=step.live_uid)
+        if step.action == Action.DELETE and step.options.get("forget"):
+            return handlers.Result()
+        cluster = self._cluster(step.address)
+        handler = handlers.lookup(step.handler)
+        work = handlers.Work(
+            address=step.address,
+            api_version=step.api_version,
+            body=self._resolve(step) if step.body is not None else None,
+            options=step.options,
+            readiness=step.readiness,
+            timeout=step.readiness.timeout_seconds or self._default_timeout,
+            live_uid=step.live_uid,
+        )
+        if step.action == Action.DELETE:
+            self._retrying(lambda: handler.remove(cluster, work, progress), step, progress)
+            return handlers.Result()
+        if step.action == Action.REPLACE:
+            self._retrying(lambda: handler.remove(cluster, work, progress), step, progress)
+        result: handlers.Result = self._retrying(
+            lambda: handler.converge(cluster, work, progress), step, progress
+        )
+        with self._lock:
+            self._results[step.address] = result
+        return result
+
+    # -- values known only after apply ---------------------------------------------------------
+
+    def _resolve(self, step: Step) -> Any:
+        def resolve(leaf: Ref | Template) -> str:
+            if isinstance(leaf, Ref):
+                return bodies.transform(self._output(leaf.source, leaf.output, step), leaf.transform)
+            values = {
+                name: bodies.transform(self._output(ref.source, ref.output, step), ref.transform)
+                for name, ref in leaf.refs
+            }
+            return bodies.transform(leaf.render(values), leaf.transform)
+
+        return bodies.substitute(step.body, resolve)
+
+    def _output(self, source: Address, name: str, consumer: Step) -> str:
+        with self._lock:
+            result = self._results.get(source)
+        if result is None:
+            src = self._steps.get(source)
+            handler = handlers.lookup(src.handler) if src else None
+            if src is None or handler is None or not handler.outputs_readable:
+                raise ApplyError(
+                    f"{consumer.address} needs output {name!r} of {source}, which did not run "
+                    "in this apply and cannot be read back",
+                    address=str(consumer.address),
+                    hint="run `fleetplan plan` again",
+                )
+            work = handlers.Work(address=source, api_version=src.api_version, body=None, options=src.options)
+            result = self._retrying(
+                lambda: handler.read(self._cluster(source), work), consumer, lambda _: None
+            )
+            with self._lock:
+                self._results[source] = result
+        for bag in (result.secrets, result.outputs):
+            if name in bag:
+                return str(bag[name])
+        found = bodies.lookup(result.obj or {}, name)
+        if found is None:
+            raise ApplyError(
+                f"{source} has no output {name!r} (needed by {consumer.address})",
+                address=str(consumer.address),
+            )
+        return str(found)
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _cluster(self, address: Address) -> Cluster:
+        try:
+            return self._clusters[address.cluster]
+        except KeyError:
+            raise ApplyError(f"no connection for cluster {address.cluster}", address=str(address)) from None
+
+    def _retrying(self, operation: Callable[[], Any], step: Step, progress: Progress) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return operation()
+            except TransientClusterError as err:
+                attempt += 1
+                if attempt >= self._retries:
+                    raise
+                delay = (
+                    err.retry_after
+                    if err.retry_after is not None
+                    else min(10.0, self._backoff * 2 ** (attempt - 1))
+                )
+                progress(f"retrying in {delay:.1f}s after: {err.diagnostics[0].summary}")
+                self._sleep(delay)

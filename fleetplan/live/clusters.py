@@ -1,0 +1,284 @@
+"""The `Cluster` protocol and `KubeCluster`, its implementation over the Kubernetes REST API.
+
+Invariants:
+- Every request goes through `KubeCluster._call`, which counts it (`requests`, per cluster, read
+  by tests and benchmarks) and translates failures at this border: transient ones (409 conflict,
+  429 with Retry-After, 5xx, dropped connections) become `TransientClusterError`, which apply
+  retries; the rest become `ClusterError`. Both name the cluster. No kubernetes exception escapes.
+- Objects cross this border as plain dicts (decoded JSON), never client model classes.
+- Writes are server-side apply with field manager `fleetplan` and force: the apply body holds only
+  fields fleetplan sets, so force only ever reclaims fields fleetplan declares.
+- Resource metadata (plural, namespaced) comes from per-group-version discovery, cached; a miss is
+  retried once after dropping the cache, because a CRD may have been established meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from fleetplan.errors import ClusterError
+from fleetplan.live.kubeconfigs import ClusterAccess, new_api_client
+
+MANAGER = "fleetplan"
+Obj = dict[str, Any]
+
+
+class TransientClusterError(ClusterError):
+    """A failure worth retrying: conflict, throttling, server error, dropped connection."""
+
+    def __init__(self, summary: str, *, retry_after: float | None = None, status: int = 0) -> None:
+        super().__init__(summary)
+        self.retry_after = retry_after
+        self.status = status
+
+
+class NotFoundError(ClusterError):
+    """The API server says the object (or its type) does not exist."""
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    plural: str
+    namespaced: bool
+
+
+class Cluster(Protocol):
+    name: str
+    requests: int
+
+    def resource_info(self, api_version: str, kind: str) -> ResourceInfo | None: ...
+    def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[Obj]: ...
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None: ...
+    def apply(self, body: Mapping[str, Any], *, dry_run: bool = False) -> Obj: ...
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, uid: str | None = None
+    ) -> bool: ...
+    def create_subresource(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        subresource: str,
+        body: Mapping[str, Any],
+    ) -> Obj: ...
+
+
+class KubeCluster:
+    """A `Cluster` over one API server; thread-safe (parallel steps share it)."""
+
+    def __init__(self, access: ClusterAccess, api_client: Any | None = None, timeout: float = 30.0) -> None:
+        self.name = access.name
+        self.access = access
+        self._client = api_client if api_client is not None else new_api_client(access)
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._discovery: dict[str, dict[str, ResourceInfo] | None] = {}
+        self.requests = 0
+
+    # -- the Cluster protocol ------------------------------------------------------------------
+
+    def resource_info(self, api_version: str, kind: str) -> ResourceInfo | None:
+        found = self._discovered(api_version)
+        info = found.get(kind) if found else None
+        if info is None:
+            with self._lock:
+                self._discovery.pop(api_version, None)
+            again = self._discovered(api_version)
+            info = again.get(kind) if again else None
+        return info
+
+    def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[Obj]:
+        info = self.resource_info(api_version, kind)
+        if info is None:
+            return []
+        query = {"labelSelector": label_selector} if label_selector else {}
+        status, data = self._call("GET", self._path(api_version, info, namespace), query)
+        if status == 404:
+            return []
+        self._raise_for(status, data, f"list {kind}")
+        items: list[Obj] = data.get("items") or []
+        for item in items:  # list items come without their type
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return items
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
+        info = self.resource_info(api_version, kind)
+        if info is None:
+            return None
+        status, data = self._call("GET", self._path(api_version, info, namespace, name))
+        if status == 404:
+            return None
+        self._raise_for(status, data, f"get {kind} {name}")
+        return data
+
+    def apply(self, body: Mapping[str, Any], *, dry_run: bool = False) -> Obj:
+        api_version, kind = body["apiVersion"], body["kind"]
+        meta = body.get("metadata", {})
+        info = self.resource_info(api_version, kind)
+        if info is None:
+            raise NotFoundError(
+                f"cluster {self.name}: the API server does not serve {kind} in {api_version}",
+                hint="install its CustomResourceDefinition first",
+            )
+        query = {"fieldManager": MANAGER, "force": "true"}
+        if dry_run:
+            query["dryRun"] = "All"
+        path = self._path(
+            api_version, info, meta.get("namespace", "") if info.namespaced else "", meta["name"]
+        )
+        status, data = self._call(
+            "PATCH", path, query, body=json.dumps(body), content_type="application/apply-patch+yaml"
+        )
+        self._raise_for(status, data, f"{'dry-run ' if dry_run else ''}apply {kind} {meta['name']}")
+        return data
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
+        info = self.resource_info(api_version, kind)
+        if info is None:
+            return False
+        options: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        status, data = self._call(
+            "DELETE",
+            self._path(api_version, info, namespace, name),
+            body=json.dumps(options),
+            content_type="application/json",
+        )
+        if status == 404:
+            return False
+        self._raise_for(status, data, f"delete {kind} {name}")
+        return True
+
+    def create_subresource(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        subresource: str,
+        body: Mapping[str, Any],
+    ) -> Obj:
+        info = self.resource_info(api_version, kind)
+        if info is None:
+            raise NotFoundError(f"cluster {self.name}: {kind} is not served in {api_version}")
+        path = self._path(api_version, info, namespace, name) + "/" + subresource
+        status, data = self._call("POST", path, body=json.dumps(body), content_type="application/json")
+        self._raise_for(status, data, f"create {kind} {name}/{subresource}")
+        return data
+
+    def replace_subresource(self, api_version: str, kind: str, namespace: str, name: str,
+                            subresource: str, body: Mapping[str, Any]) -> Obj:
+        """PUT a subresource (e.g. a CSR's `approval`)."""
+        info = self.resource_info(api_version, kind)
+        if info is None:
+            raise NotFoundError(f"cluster {self.name}: {kind} is not served in {api_version}")
+        path = self._path(api_version, info, namespace, name) + "/" + subresource
+        status, data = self._call("PUT", path, body=json.dumps(body), content_type="application/json")
+        self._raise_for(status, data, f"update {kind} {name}/{subresource}")
+        return data
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _discovered(self, api_version: str) -> dict[str, ResourceInfo] | None:
+        with self._lock:
+            if api_version in self._discovery:
+                return self._discovery[api_version]
+        path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        status, data = self._call("GET", path)
+        found: dict[str, ResourceInfo] | None = None
+        if status != 404:
+            self._raise_for(status, data, f"discover {api_version}")
+            found = {
+                r["kind"]: ResourceInfo(r["name"], bool(r.get("namespaced")))
+                for r in data.get("resources", [])
+                if "/" not in r["name"]
+            }
+        with self._lock:
+            self._discovery[api_version] = found
+        return found
+
+    @staticmethod
+    def _path(api_version: str, info: ResourceInfo, namespace: str, name: str = "") -> str:
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        if info.namespaced and namespace:
+            base += f"/namespaces/{urllib.parse.quote(namespace)}"
+        base += f"/{info.plural}"
+        return base + (f"/{urllib.parse.quote(name)}" if name else "")
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | None = None,
+        *,
+        body: str | None = None,
+        content_type: str | None = None,
+    ) -> tuple[int, Obj]:
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        with self._lock:
+            self.requests += 1
+        try:
+            _, url, headers, _, _ = self._client.param_serialize(
+                method,
+                path,
+                query_params=list((query or {}).items()),
+                header_params=headers,
+                auth_settings=["BearerToken"],
+            )
+            response = self._client.call_api(
+                method, url, header_params=headers, body=body, _request_timeout=self._timeout
+            )
+            raw = response.read()
+        except ApiException as err:  # status 0: TLS failure or the connection dropped
+            raise TransientClusterError(
+                f"cluster {self.name}: cannot reach the API server: {err.reason or err}"
+            ) from err
+        except Exception as err:  # urllib3/ssl/socket errors surface as many types
+            raise TransientClusterError(
+                f"cluster {self.name}: connection failed: {type(err).__name__}: {err}"
+            ) from err
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            data = {"message": raw[:200].decode(errors="replace")}
+        transient = response.status == 429 or response.status >= 500 or response.status == 409
+        if transient and not (response.status == 409 and data.get("reason") == "AlreadyExists"):
+            retry = response.getheader("Retry-After")
+            raise TransientClusterError(
+                f"cluster {self.name}: {method} {path}: {response.status} {data.get('message', '')}",
+                retry_after=float(retry) if retry and retry.isdigit() else None,
+                status=response.status,
+            )
+        return response.status, data if isinstance(data, dict) else {}
+
+    def _raise_for(self, status: int, data: Obj, what: str) -> None:
+        if 200 <= status < 300:
+            return
+        message = data.get("message") or data.get("reason") or f"HTTP {status}"
+        error = NotFoundError if status == 404 else ClusterError
+        raise error(
+            f"cluster {self.name}: {what}: {message}",
+            hint="check the cluster's RBAC for this user" if status in (401, 403) else None,
+        )
+
+
+def ca_pem(cluster: Cluster) -> str | None:
+    """The CA bundle the client trusts for `cluster`, if it is a `KubeCluster` with one."""
+    client = getattr(cluster, "_client", None)
+    path = getattr(getattr(client, "configuration", None), "ssl_ca_cert", None)
+    if not path:
+        return None
+    with open(path) as handle:
+        return handle.read()

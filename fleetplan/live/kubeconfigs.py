@@ -1,0 +1,97 @@
+"""Which cluster to reach and how: `ClusterAccess` values and turning them into API clients.
+
+Invariants:
+- A `ClusterAccess` holds paths and names only, never credentials, so it can be written into plan
+  files. Credentials are loaded by the kubernetes client's own loader at connect time, which runs
+  exec plugins and token files as kubectl would.
+- With `ca_sha256` set, the CA in the kubeconfig must hash (SHA-256 of its SubjectPublicKeyInfo,
+  kubeadm's `--discovery-token-ca-cert-hash` form) to the pin before any request is made; TLS then
+  verifies the server against that CA, so the pin holds for every connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleetplan.errors import ClusterError
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    name: str  # the cluster ID used in addresses
+    kubeconfig: str | None = None  # default: $KUBECONFIG, then ~/.kube/config
+    context: str | None = None  # default: the kubeconfig's current-context
+    ca_sha256: str | None = None  # "sha256:<hex>"
+
+    def kubeconfig_path(self) -> str:
+        if self.kubeconfig:
+            return os.path.expanduser(self.kubeconfig)
+        env = os.environ.get("KUBECONFIG", "")
+        first = env.split(os.pathsep)[0] if env else ""
+        return first or os.path.expanduser("~/.kube/config")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kubeconfig": self.kubeconfig,
+            "context": self.context,
+            "caSha256": self.ca_sha256,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClusterAccess:
+        return cls(data["name"], data.get("kubeconfig"), data.get("context"), data.get("caSha256"))
+
+
+def new_api_client(access: ClusterAccess) -> Any:
+    """A `kubernetes.client.ApiClient` for `access`, after checking the CA pin."""
+    from kubernetes import config as kube_config
+    from kubernetes.config.config_exception import ConfigException
+
+    path = access.kubeconfig_path()
+    if not Path(path).is_file():
+        raise ClusterError(
+            f"cluster {access.name}: kubeconfig {path} does not exist",
+            hint="set kubeconfig for this cluster in fleet.yaml or export KUBECONFIG",
+        )
+    try:
+        client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=path, context=access.context
+        )
+    except (ConfigException, OSError, KeyError, ValueError) as err:
+        raise ClusterError(
+            f"cluster {access.name}: cannot load kubeconfig {path}"
+            f"{' context ' + access.context if access.context else ''}: {err}"
+        ) from err
+    if access.ca_sha256:
+        ca_file = client.configuration.ssl_ca_cert
+        if not ca_file:
+            raise ClusterError(
+                f"cluster {access.name}: caSha256 is set but the kubeconfig has no CA",
+                hint="add certificate-authority-data to the kubeconfig's cluster entry",
+            )
+        actual = ca_spki_sha256(Path(ca_file).read_bytes())
+        if actual != access.ca_sha256.lower():
+            raise ClusterError(
+                f"cluster {access.name}: the kubeconfig's CA does not match the pinned "
+                f"caSha256 (it is {actual})",
+                hint="check that the kubeconfig points at the right cluster; update the "
+                "pin only if the cluster's CA was rotated on purpose",
+            )
+    return client
+
+
+def ca_spki_sha256(pem_or_b64: bytes) -> str:
+    """`sha256:<hex>` of the first certificate's SubjectPublicKeyInfo (kubeadm's CA hash)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    data = pem_or_b64 if b"-----BEGIN" in pem_or_b64 else base64.b64decode(pem_or_b64)
+    cert = x509.load_pem_x509_certificate(data)
+    spki = cert.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(spki).hexdigest()

@@ -1,0 +1,143 @@
+"""Batched, parallel reads of what fleetplan cares about into a `Snapshot`, and ownership labels.
+
+Invariants:
+- One LIST per (cluster, apiVersion, kind, namespace), filtered by the ownership label selector;
+  a GET only for wanted addresses the LIST did not return (to tell "absent" from "exists but not
+  ours"). A converged fleet is therefore read with LISTs alone.
+- Clusters are read in parallel, one worker each; within a cluster, requests are sequential so the
+  per-cluster request counter is exact.
+- Objects fleetplan owns carry `fleetplan.dev/fleet=<fleet>` and `app.kubernetes.io/managed-by=
+  fleetplan`; an object without them is never changed or deleted (it is reported as unowned).
+- Addresses of group `fleetplan.dev` are operations, not objects: they are never read.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetplan.addrs import Address
+from fleetplan.errors import ClusterError, Diagnostic
+from fleetplan.live.clusters import Cluster, Obj
+
+FLEET_LABEL = "fleetplan.dev/fleet"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "fleetplan"
+OPERATION_GROUP = "fleetplan.dev"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What was read: owned objects, same-name objects fleetplan does not own, and request counts."""
+
+    owned: Mapping[Address, Obj] = field(default_factory=dict)
+    unowned: Mapping[Address, Obj] = field(default_factory=dict)
+    requests: Mapping[str, int] = field(default_factory=dict)  # cluster -> requests made by this read
+
+    def fingerprint(self, addresses: Iterable[Address]) -> str:
+        """A digest of the identity and version of every address read (absent ones included)."""
+        digest = hashlib.sha256()
+        for address in sorted(set(addresses), key=str):
+            obj = self.owned.get(address) or self.unowned.get(address)
+            state = "absent" if obj is None else _version_of(obj, owned=address in self.owned)
+            digest.update(f"{address}={state}\n".encode())
+        return "sha256:" + digest.hexdigest()
+
+
+def owned_body(body: Mapping[str, Any], fleet: str) -> Obj:
+    """A deep copy of `body` with the ownership labels set."""
+    out = copy.deepcopy(dict(body))
+    labels = out.setdefault("metadata", {}).setdefault("labels", {})
+    labels[FLEET_LABEL] = fleet
+    labels[MANAGED_BY_LABEL] = MANAGED_BY
+    return out
+
+
+def is_owned(obj: Mapping[str, Any], fleet: str) -> bool:
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return bool(labels.get(FLEET_LABEL) == fleet and labels.get(MANAGED_BY_LABEL) == MANAGED_BY)
+
+
+def selector(fleet: str) -> str:
+    return f"{FLEET_LABEL}={fleet},{MANAGED_BY_LABEL}={MANAGED_BY}"
+
+
+def read_snapshot(
+    clusters: Mapping[str, Cluster], fleet: str, wanted: Mapping[Address, str]
+) -> tuple[Snapshot, tuple[Diagnostic, ...]]:
+    """Read every wanted address (address -> apiVersion); unreachable clusters become diagnostics."""
+    per_cluster: dict[str, dict[Address, str]] = defaultdict(dict)
+    problems: list[Diagnostic] = []
+    for address, api_version in wanted.items():
+        if address.group == OPERATION_GROUP or not api_version:
+            continue
+        if address.cluster not in clusters:
+            problems.append(Diagnostic(f"no connection for cluster {address.cluster}", address=str(address)))
+            continue
+        per_cluster[address.cluster][address] = api_version
+
+    def read_one(name: str) -> tuple[str, dict[Address, Obj], dict[Address, Obj], int]:
+        cluster = clusters[name]
+        before = cluster.requests
+        owned, unowned = _read_cluster(cluster, fleet, per_cluster[name])
+        return name, owned, unowned, cluster.requests - before
+
+    owned: dict[Address, Obj] = {}
+    unowned: dict[Address, Obj] = {}
+    requests: dict[str, int] = {}
+    if per_cluster:
+        with ThreadPoolExecutor(max_workers=min(32, len(per_cluster))) as pool:
+            futures = {name: pool.submit(read_one, name) for name in sorted(per_cluster)}
+            for name, future in futures.items():
+                try:
+                    _, got_owned, got_unowned, count = future.result()
+                except ClusterError as err:
+                    problems.extend(err.diagnostics)
+                    continue
+                owned.update(got_owned)
+                unowned.update(got_unowned)
+                requests[name] = count
+    return Snapshot(owned, unowned, requests), tuple(problems)
+
+
+def _read_cluster(
+    cluster: Cluster, fleet: str, wanted: Mapping[Address, str]
+) -> tuple[dict[Address, Obj], dict[Address, Obj]]:
+    batches: dict[tuple[str, str, str], list[Address]] = defaultdict(list)
+    for address, api_version in wanted.items():
+        batches[(api_version, address.kind, address.namespace)].append(address)
+    owned: dict[Address, Obj] = {}
+    unowned: dict[Address, Obj] = {}
+    for (api_version, kind, namespace), addresses in sorted(batches.items()):
+        info = cluster.resource_info(api_version, kind)
+        if info is None:  # the type is not served yet (its CRD is still to be created)
+            continue
+        listed = cluster.list(api_version, kind, namespace if info.namespaced else "", selector(fleet))
+        by_name = {
+            (o["metadata"].get("namespace", "") if info.namespaced else "", o["metadata"]["name"]): o
+            for o in listed
+        }
+        for address in addresses:
+            obj = by_name.get((address.namespace, address.name))
+            if obj is None:
+                obj = cluster.get(api_version, kind, address.namespace, address.name)
+            if obj is None:
+                continue
+            (owned if is_owned(obj, fleet) else unowned)[address] = obj
+    return owned, unowned
+
+
+def _version_of(obj: Mapping[str, Any], *, owned: bool) -> str:
+    meta = obj.get("metadata", {})
+    # generation moves only when the spec does, so status churn (a Deployment rolling out) does not
+    # make a plan stale; objects without a generation fall back to resourceVersion.
+    version = meta.get("generation") or meta.get("resourceVersion", "")
+    labels = json.dumps(meta.get("labels") or {}, sort_keys=True)
+    digest = hashlib.sha256(labels.encode()).hexdigest()[:12]
+    return f"{'owned' if owned else 'unowned'}:{meta.get('uid', '')}:{version}:{digest}"
