@@ -151,7 +151,7 @@ class _Checker:
     def check_stack_options(self) -> None:
         other = "ocm" if self.spec.stack == "antrea" else "antrea"
         if self.given((*SPEC, other)):
-            self.error((*SPEC, other), f"{other} options in a {self.spec.stack} fleet",
+            self.error((*SPEC, other), f"{other} options in an {self.spec.stack} fleet",
                        f"remove spec.{other} or set spec.stack: {other}", key=True)
         if self.spec.stack == "ocm" and self.given((*SPEC, "clusterSet", "namespace")):
             self.warn((*SPEC, "clusterSet", "namespace"), "ocm ignores clusterSet.namespace "

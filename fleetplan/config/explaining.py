@@ -148,6 +148,7 @@ def _explain_one(root: type[BaseModel], err: Any, positions: Positions) -> Diagn
         hint = "write items as '- item' lines or [a, b]"
     elif kind in ("bool_type", "bool_parsing"):
         summary = f"expected true or false, found {found}"
+        hint = "write true or false without quotes"
     elif kind == "path_type":
         summary = f"expected a path, found {found}"
     else:

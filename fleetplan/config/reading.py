@@ -87,18 +87,19 @@ class _Plainer:
         self.file = file
         self.count = 0
 
-    def copy(self, node: Any) -> Any:
+    def copy(self, node: Any, where: tuple[int, int] = (0, 0)) -> Any:
+        """Plain copy of `node`, which sits at 0-based `where` (for the messages)."""
         self.count += 1
         if self.count > MAX_NODES:
             raise _error(self.file, f"the document expands to more than {MAX_NODES} nodes",
-                         hint="anchors and aliases are expanded; use fewer of them")
+                         where[0] + 1, where[1] + 1, "anchors and aliases are expanded; use fewer of them")
         if isinstance(node, TaggedScalar):
-            raise _error(self.file, f"YAML tag {node.tag.value!r} is not supported",
-                         hint="remove the tag; fleet.yaml uses plain YAML values")
+            raise _error(self.file, f"YAML tag {node.tag.value!r} is not supported", where[0] + 1,
+                         where[1] + 1, "remove the tag; fleet.yaml uses plain YAML values")
         if isinstance(node, dict):
-            return {self._key(k): self.copy(v) for k, v in node.items()}
+            return {self._key(k): self.copy(v, self._at(node, k, where)) for k, v in node.items()}
         if isinstance(node, list):
-            return [self.copy(v) for v in node]
+            return [self.copy(v, self._at(node, i, where)) for i, v in enumerate(node)]
         if isinstance(node, bool) or node is None:
             return node
         if isinstance(node, int):
@@ -110,6 +111,13 @@ class _Plainer:
         if isinstance(node, datetime.date):
             return node  # pydantic reports "found a date" at the right path
         return str(node)
+
+    @staticmethod
+    def _at(node: Any, key: Any, default: tuple[int, int]) -> tuple[int, int]:
+        data = getattr(getattr(node, "lc", None), "data", {}).get(key)
+        if not data:
+            return default  # merged in, or a plain copy made by alias expansion
+        return (data[2], data[3]) if len(data) == 4 else (data[0], data[1])
 
     def _key(self, key: Any) -> Any:
         if isinstance(key, (dict, list)):
@@ -161,7 +169,7 @@ def read_yaml_documents(file: Path, *, what: str, single: bool = False) -> list[
     out = []
     for tree in docs:
         if not isinstance(tree, CommentedMap):
-            found = "a list" if isinstance(tree, CommentedSeq) else f"a {type(tree).__name__}"
+            found = "a list" if isinstance(tree, CommentedSeq) else f"the value {str(tree)[:30]!r}"
             raise _error(file, f"expected a mapping at the top level, found {found}", 1, 1,
                          "a YAML file here holds 'key: value' pairs, starting with apiVersion")
         try:
