@@ -1,0 +1,482 @@
+"""SIMULATIONS of Open Cluster Management's hub operator and registration agent, for the lab (the
+real images cannot run here).
+
+`HubOperatorSimulation` stands in for the cluster-manager operator and the hub registration
+controller: once a `ClusterManager` exists it installs the hub CRDs (ManagedCluster,
+ManagedClusterSet, ManagedClusterSetBinding, ManifestWork) from the genuine upstream bundle in the
+mirror and reports `Applied`; for each ManagedCluster with `hubAcceptsClient: true` it creates the
+cluster's namespace and the RBAC the real controller grants the cluster's agent group, and sets
+`HubAcceptedManagedCluster`.
+
+`RegistrationAgentSimulation` stands in for a spoke's klusterlet registration agent. It acts with
+ONLY what fleetplan delivered: it reads the Klusterlet and Secret `bootstrap-hub-kubeconfig` on its
+spoke, authenticates to the hub with that kubeconfig's token and CA (TLS verified), creates its
+ManagedCluster and a CSR as the real agent does (label, subject, signer), and once the CSR is
+approved and signed it switches to the signed certificate: it stores it in
+`hub-kubeconfig-secret`, sets `ManagedClusterJoined` through the hub's status subresource with that
+certificate (so the hub's RBAC for the agent is exercised), and reports `HubConnectionDegraded=False`
+on the Klusterlet. Its own spoke is read with the lab's admin credentials, as the in-cluster agent
+reads its own cluster.
+
+Every log line, condition message and object these touch says "simulation".
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import ssl
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from ruamel.yaml import YAML
+
+from fleetplan.lab.clusters import admin_rest
+from fleetplan.lab.rest import ApiError, LabRest
+from fleetplan.lab.state import LabCluster
+from fleetplan.stacks.bundles import BundleSource, load_bundle
+from fleetplan.stacks.ocm import LAYOUT
+
+SIMULATED_BY = "fleetplan.dev/simulated-by"
+CLUSTERS = "/apis/cluster.open-cluster-management.io/v1/managedclusters"
+CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+OPERATOR = "/apis/operator.open-cluster-management.io/v1"
+AGENT_NS = "open-cluster-management-agent"
+Log = Callable[[str], None]
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition(kind: str, status: bool, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": f"simulation: {message}",
+        "lastTransitionTime": _now(),
+    }
+
+
+def _with_condition(obj: dict[str, Any], condition: dict[str, Any]) -> list[dict[str, Any]]:
+    kept = [
+        c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") != condition["type"]
+    ]
+    return [*kept, condition]
+
+
+class CredentialRest(LabRest):
+    """JSON requests to a server named in a kubeconfig, with its CA as PEM and a bearer token or a
+    client certificate; never without TLS verification."""
+
+    def __init__(
+        self,
+        server: str,
+        ca_pem: str,
+        *,
+        token: str | None = None,
+        cert_pem: bytes | None = None,
+        key_pem: bytes | None = None,
+        timeout: float = 15.0,
+    ) -> None:
+        url = urlsplit(server)
+        self.host, self.port, self.timeout = url.hostname or "", url.port or 443, timeout
+        self.server, self.ca_pem = server, ca_pem
+        self._ctx = ssl.create_default_context(cadata=ca_pem)
+        self._token = token
+        if cert_pem is not None and key_pem is not None:
+            with tempfile.TemporaryDirectory() as tmp:  # ssl loads key pairs from files only
+                cert, key = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
+                cert.write_bytes(cert_pem)
+                key.touch(mode=0o600)
+                key.write_bytes(key_pem)
+                self._ctx.load_cert_chain(str(cert), str(key))
+
+    def request(
+        self, method: str, path: str, body: object | None = None, content_type: str = "application/json"
+    ) -> tuple[int, bytes]:
+        conn = http.client.HTTPSConnection(self.host, self.port, context=self._ctx, timeout=self.timeout)
+        try:
+            payload = json.dumps(body).encode() if body is not None else None
+            headers = {"Accept": "application/json"}
+            if self._token:
+                headers["Authorization"] = f"Bearer {self._token}"
+            if payload is not None:
+                headers["Content-Type"] = content_type
+            conn.request(method, path, body=payload, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    @classmethod
+    def from_kubeconfig(cls, text: str) -> CredentialRest:
+        config = YAML(typ="safe").load(text) or {}
+        context_name = config.get("current-context")
+        context: dict[str, Any] = next(
+            (c["context"] for c in config.get("contexts") or [] if c.get("name") == context_name), {}
+        )
+        cluster: dict[str, Any] = next(
+            (c["cluster"] for c in config.get("clusters") or [] if c.get("name") == context.get("cluster")),
+            {},
+        )
+        user: dict[str, Any] = next(
+            (u["user"] for u in config.get("users") or [] if u.get("name") == context.get("user")), {}
+        )
+        ca = cluster.get("certificate-authority-data")
+        if not ca or cluster.get("insecure-skip-tls-verify"):
+            raise ValueError("the bootstrap kubeconfig carries no CA; refusing an unverified connection")
+        return cls(cluster["server"], base64.b64decode(ca).decode(), token=user.get("token"))
+
+
+def _patch(api: LabRest, path: str, body: dict[str, Any]) -> Any:
+    status, data = api.request("PATCH", path, body, content_type="application/merge-patch+json")
+    if status >= 300:
+        raise ApiError(status, "PATCH", path, data.decode("utf-8", "replace"))
+    return json.loads(data) if data else None
+
+
+class HubOperatorSimulation:
+    """SIMULATION of the cluster-manager operator and hub registration controller on the hub."""
+
+    def __init__(
+        self, hub: LabCluster, version: str, mirror: str | os.PathLike[str] | None = None, log: Log = print
+    ) -> None:
+        self.hub, self.version, self.api = hub, version, admin_rest(hub)
+        self.source = BundleSource.from_environment(mirror)
+        self._log, self._prefix = log, f"simulation[ocm cluster-manager {hub.name}]"
+        self._installed = False
+        self._accepted: set[str] = set()
+
+    def log(self, message: str) -> None:
+        self._log(f"{self._prefix}: {message}")
+
+    def sync_once(self) -> None:
+        status, data = self.api.request("GET", f"{OPERATOR}/clustermanagers/cluster-manager")
+        if status != 200:
+            self._installed = False
+            return
+        manager = json.loads(data)
+        if not self._installed:
+            for crd in load_bundle(LAYOUT, self.version, "hub-crds", self.source).fresh_objects():
+                crd["metadata"].setdefault("annotations", {})[SIMULATED_BY] = "ocm hub operator simulation"
+                path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+                self.api.request(
+                    "PATCH",
+                    path + "?fieldManager=ocm-simulation&force=true",
+                    crd,
+                    content_type="application/apply-patch+yaml",
+                )
+            self.api.ensure(
+                "/api/v1/namespaces",
+                {
+                    "metadata": {
+                        "name": "open-cluster-management-hub",
+                        "annotations": {SIMULATED_BY: "ocm hub operator"},
+                    }
+                },
+            )
+            self._installed = True
+            self.log("installed the hub CRDs from the mirror")
+        if not any(
+            c.get("type") == "Applied" and c.get("status") == "True"
+            for c in (manager.get("status") or {}).get("conditions") or []
+        ):
+            applied = _condition("Applied", True, "ClusterManagerApplied", "hub components applied")
+            _patch(
+                self.api,
+                f"{OPERATOR}/clustermanagers/cluster-manager/status",
+                {"status": {"conditions": _with_condition(manager, applied)}},
+            )
+            self.log("ClusterManager Applied")
+        status, data = self.api.request("GET", CLUSTERS)
+        for cluster in json.loads(data).get("items", []) if status == 200 else []:
+            if (cluster.get("spec") or {}).get("hubAcceptsClient") is True:
+                self._accept(cluster)
+
+    def _accept(self, cluster: dict[str, Any]) -> None:
+        name = cluster["metadata"]["name"]
+        group = f"system:open-cluster-management:{name}"
+        role = f"open-cluster-management:managedcluster:{name}"
+        note = {SIMULATED_BY: "ocm hub registration controller"}
+        self.api.ensure("/api/v1/namespaces", {"metadata": {"name": name, "annotations": note}})
+        rules = [
+            {
+                "apiGroups": ["cluster.open-cluster-management.io"],
+                "resources": ["managedclusters"],
+                "resourceNames": [name],
+                "verbs": ["get", "list", "watch"],
+            },
+            {
+                "apiGroups": ["cluster.open-cluster-management.io"],
+                "resources": ["managedclusters/status"],
+                "resourceNames": [name],
+                "verbs": ["patch", "update"],
+            },
+        ]
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
+        self.api.ensure(
+            f"{rbac}/clusterroles", {"metadata": {"name": role, "annotations": note}, "rules": rules}
+        )
+        self.api.ensure(
+            f"{rbac}/clusterrolebindings",
+            {
+                "metadata": {"name": role, "annotations": note},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+            },
+        )
+        if not any(
+            c.get("type") == "HubAcceptedManagedCluster"
+            for c in (cluster.get("status") or {}).get("conditions") or []
+        ):
+            accepted = _condition(
+                "HubAcceptedManagedCluster", True, "HubClusterAdminAccepted", "accepted by hub cluster admin"
+            )
+            _patch(
+                self.api,
+                f"{CLUSTERS}/{name}/status",
+                {"status": {"conditions": _with_condition(cluster, accepted)}},
+            )
+        if name not in self._accepted:
+            self._accepted.add(name)
+            self.log(f"ManagedCluster {name} accepted: namespace and agent RBAC created")
+
+    def start(self, interval: float = 0.5) -> HubOperatorSimulation:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=_loop,
+            args=(self.sync_once, self._stop, interval, self.log),
+            daemon=True,
+            name=self._prefix,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+class RegistrationAgentSimulation:
+    """SIMULATION of a spoke's registration agent, using only the delivered bootstrap kubeconfig."""
+
+    def __init__(self, spoke: LabCluster, agent: str = "simagent", log: Log = print) -> None:
+        self.spoke, self.agent, self.api = spoke, agent, admin_rest(spoke)
+        self._log, self._prefix = log, f"simulation[ocm registration agent {spoke.name}]"
+        self._key = ec.generate_private_key(ec.SECP256R1())
+        self._csr: str | None = None
+        self.hub_identity: dict[str, Any] | None = None  # who the signed certificate is on the hub
+
+    def log(self, message: str) -> None:
+        self._log(f"{self._prefix}: {message}")
+
+    def _klusterlet(self) -> dict[str, Any] | None:
+        status, data = self.api.request("GET", f"{OPERATOR}/klusterlets/klusterlet")
+        return json.loads(data) if status == 200 else None
+
+    def _secret(self, name: str) -> dict[str, str] | None:
+        status, data = self.api.request("GET", f"/api/v1/namespaces/{AGENT_NS}/secrets/{name}")
+        if status != 200:
+            return None
+        return {k: base64.b64decode(v).decode() for k, v in (json.loads(data).get("data") or {}).items()}
+
+    def sync_once(self) -> None:
+        klusterlet = self._klusterlet()
+        bootstrap = self._secret("bootstrap-hub-kubeconfig") if klusterlet else None
+        if klusterlet is None or bootstrap is None or "kubeconfig" not in bootstrap:
+            self._csr = None
+            return
+        name = klusterlet["spec"]["clusterName"]
+        signed = self._secret("hub-kubeconfig-secret")
+        boot = CredentialRest.from_kubeconfig(bootstrap["kubeconfig"])
+        if signed and "tls.crt" in signed:
+            self._joined(klusterlet, boot, name, signed)
+            return
+        status, _ = boot.request("GET", f"{CLUSTERS}/{name}")
+        if status == 404:
+            urls = [{"url": u["url"]} for u in klusterlet["spec"].get("externalServerURLs") or []]
+            boot.call(
+                "POST",
+                CLUSTERS,
+                {
+                    "metadata": {
+                        "name": name,
+                        "annotations": {SIMULATED_BY: "ocm registration agent simulation"},
+                    },
+                    "spec": {"hubAcceptsClient": False, "managedClusterClientConfigs": urls},
+                },
+            )
+            self.log(f"created ManagedCluster {name} with the bootstrap token")
+        elif status != 200:
+            self._report(
+                klusterlet, True, "BootstrapSecretError", f"the hub answered {status} to the bootstrap token"
+            )
+            return
+        if self._csr is None:
+            self._csr = self._create_csr(boot, name)
+        status, data = boot.request("GET", f"{CSRS}/{self._csr}")
+        certificate = (json.loads(data).get("status") or {}).get("certificate") if status == 200 else None
+        if certificate:
+            self._store(klusterlet, boot, name, base64.b64decode(certificate))
+        else:
+            self._report(
+                klusterlet, True, "BootstrapSecretFunctional", f"waiting for CSR {self._csr} approval"
+            )
+
+    def _create_csr(self, boot: CredentialRest, name: str) -> str:
+        group = f"system:open-cluster-management:{name}"
+        request = (
+            x509.CertificateSigningRequestBuilder()
+            .subject_name(
+                x509.Name(
+                    [
+                        x509.NameAttribute(NameOID.ORGANIZATION_NAME, group),
+                        x509.NameAttribute(NameOID.COMMON_NAME, f"{group}:{self.agent}"),
+                    ]
+                )
+            )
+            .sign(self._key, hashes.SHA256())
+        )
+        csr_name = f"{name}-{uuid.uuid4().hex[:6]}"
+        boot.call(
+            "POST",
+            CSRS,
+            {
+                "metadata": {
+                    "name": csr_name,
+                    "labels": {
+                        "open-cluster-management.io/cluster-name": name,
+                        "open-cluster-management.io/agent-name": self.agent,
+                    },
+                    "annotations": {SIMULATED_BY: "ocm registration agent simulation"},
+                },
+                "spec": {
+                    "request": base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode(),
+                    "signerName": "kubernetes.io/kube-apiserver-client",
+                    "expirationSeconds": 3600,
+                    "usages": ["digital signature", "key encipherment", "client auth"],
+                },
+            },
+        )
+        self.log(f"created CSR {csr_name} for cluster {name} with the bootstrap token")
+        return csr_name
+
+    def _store(self, klusterlet: dict[str, Any], boot: CredentialRest, name: str, cert: bytes) -> None:
+        key = self._key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        data = {
+            "tls.crt": cert,
+            "tls.key": key,
+            "cluster-name": name.encode(),
+            "agent-name": self.agent.encode(),
+        }
+        self.api.ensure(
+            f"/api/v1/namespaces/{AGENT_NS}/secrets",
+            {
+                "metadata": {
+                    "name": "hub-kubeconfig-secret",
+                    "annotations": {SIMULATED_BY: "ocm registration agent"},
+                },
+                "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+            },
+        )
+        self.log(f"stored the signed certificate for cluster {name} in {AGENT_NS}/hub-kubeconfig-secret")
+
+    def _joined(
+        self, klusterlet: dict[str, Any], boot: CredentialRest, name: str, signed: dict[str, str]
+    ) -> None:
+        hub = CredentialRest(
+            boot.server, boot.ca_pem, cert_pem=signed["tls.crt"].encode(), key_pem=signed["tls.key"].encode()
+        )
+        status, data = hub.request(
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+        if status >= 300:
+            self._report(
+                klusterlet, True, "HubKubeConfigError", f"the signed certificate was refused: {status}"
+            )
+            return
+        self.hub_identity = json.loads(data).get("status", {}).get("userInfo")
+        status, data = hub.request("GET", f"{CLUSTERS}/{name}")
+        if status != 200:
+            self._report(
+                klusterlet, True, "HubKubeConfigUnauthorized", f"cannot read ManagedCluster: {status}"
+            )
+            return
+        cluster = json.loads(data)
+        if not any(
+            c.get("type") == "ManagedClusterJoined" and c.get("status") == "True"
+            for c in (cluster.get("status") or {}).get("conditions") or []
+        ):
+            joined = _condition(
+                "ManagedClusterJoined", True, "ManagedClusterJoined", "joined with a signed certificate"
+            )
+            _patch(
+                hub, f"{CLUSTERS}/{name}/status", {"status": {"conditions": _with_condition(cluster, joined)}}
+            )
+            who = (self.hub_identity or {}).get("username", "?")
+            self.log(f"ManagedCluster {name} joined, as {who}")
+        self._report(
+            klusterlet, False, "HubConnectionFunctional", "connected to the hub with a signed certificate"
+        )
+
+    def _report(self, klusterlet: dict[str, Any], degraded: bool, reason: str, message: str) -> None:
+        condition = _condition("HubConnectionDegraded", degraded, reason, message)
+        current = [
+            c
+            for c in (klusterlet.get("status") or {}).get("conditions") or []
+            if c.get("type") == "HubConnectionDegraded"
+        ]
+        if current and current[0].get("status") == condition["status"] and current[0].get("reason") == reason:
+            return
+        _patch(
+            self.api,
+            f"{OPERATOR}/klusterlets/klusterlet/status",
+            {"status": {"conditions": _with_condition(klusterlet, condition)}},
+        )
+
+    def start(self, interval: float = 0.5) -> RegistrationAgentSimulation:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=_loop,
+            args=(self.sync_once, self._stop, interval, self.log),
+            daemon=True,
+            name=self._prefix,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def _loop(step: Callable[[], None], stop: threading.Event, interval: float, log: Log) -> None:
+    last = ""
+    while not stop.is_set():
+        try:
+            step()
+            last = ""
+        except (OSError, http.client.HTTPException, ApiError, ValueError, KeyError) as err:
+            message = f"{type(err).__name__}: {err}"[:300]
+            if message != last:  # report a persisting problem once, not every interval
+                log(f"retrying after {message}")
+                last = message
+        stop.wait(interval)
