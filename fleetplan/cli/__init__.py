@@ -24,6 +24,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "schema": ("fleetplan.cli.validating", "schema", "Print the JSON Schema of fleet.yaml."),
     "version": ("fleetplan.cli.validating", "version", "Print fleetplan's version."),
     "lab": ("fleetplan.cli.labbing", "lab", "Run real local Kubernetes control planes (up|down|status|kubeconfig)."),
+    "plan": ("fleetplan.cli.planning", "plan", "Show what apply would change (-out FILE saves it)."),
+    "show": ("fleetplan.cli.planning", "show", "Show a saved plan, or the state."),
+    "apply": ("fleetplan.cli.applying", "apply", "Converge the fleet, or apply exactly a saved plan."),
+    "destroy": ("fleetplan.cli.applying", "destroy", "Delete everything this fleet created, in reverse order."),
+    "state": ("fleetplan.cli.stating", "state", "Inspect or edit the state (list|show|rm)."),
+    "force-unlock": ("fleetplan.cli.stating", "force_unlock", "Release a lock left by a run that is gone."),
+    "graph": ("fleetplan.cli.graphing", "graph", "Print the dependency graph (dot|mermaid)."),
 }
 
 

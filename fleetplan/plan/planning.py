@@ -46,6 +46,7 @@ class Options:
     mode: Mode = Mode.NORMAL
     targets: tuple[str, ...] = ()
     force: bool = False  # destroy even prevent_destroy resources
+    wait_timeout: float | None = None  # readiness timeout for resources that do not set their own
 
 
 def plan_fleet(
@@ -108,7 +109,7 @@ def decide(
     if options.mode != Mode.DESTROY:
         for address in graph.creation_order():
             resource = by_address[address]
-            step = _decide_one(resource, graph, state, snapshot, dry_run, fleet, now, warnings, options.mode)
+            step = _decide_one(resource, graph, state, snapshot, dry_run, fleet, now, warnings, options)
             steps[address] = step
         if options.mode == Mode.NORMAL:
             _propagate_unknowns(steps, by_address)
@@ -137,10 +138,15 @@ def _decide_one(
     fleet: str,
     now: float,
     warnings: list[Diagnostic],
-    mode: Mode,
+    options: Options,
 ) -> Step:
+    mode = options.mode
     address = resource.address
     handler = handlers.lookup(resource.handler)
+    if resource.readiness.timeout_seconds is None and options.wait_timeout is not None:
+        resource = replace(
+            resource, readiness=replace(resource.readiness, timeout_seconds=options.wait_timeout)
+        )
     record = state.resources.get(address) if state else None
     journaled = state.journal_for(address) if state else None
     body = reading.owned_body(resource.body, fleet) if handler.object_backed else dict(resource.body)
