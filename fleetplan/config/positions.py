@@ -9,6 +9,8 @@ so every diagnostic has a position.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +20,7 @@ from fleetplan.errors import Location
 
 PathPart = str | int
 FieldPath = tuple[PathPart, ...]
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_/-]+$")
 
 
 def render_path(path: Sequence[PathPart]) -> str:
@@ -26,6 +29,8 @@ def render_path(path: Sequence[PathPart]) -> str:
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif not _PLAIN_KEY.match(str(part)):
+            out += f"[{json.dumps(str(part))}]"  # a key with spaces or dots must stay readable
         else:
             out += f".{part}" if out else str(part)
     return out

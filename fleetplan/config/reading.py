@@ -19,6 +19,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.reader import ReaderError
 
 from fleetplan.errors import ConfigError, Diagnostic, Location
 
@@ -77,7 +78,7 @@ def _syntax_error(file: Path, err: MarkedYAMLError) -> ConfigError:
     else:
         summary = f"YAML syntax error: {context + ': ' if context else ''}{problem}"
         hint = "check the indentation and quoting on this line and the one before"
-    return _error(file, summary, line, column, hint)
+    return _error(file, " ".join(summary.split()), line, column, hint)
 
 
 class _Plainer:
@@ -154,8 +155,14 @@ def read_yaml_documents(file: Path, *, what: str, single: bool = False) -> list[
             docs = list(yaml.load_all(text))
     except MarkedYAMLError as err:
         raise _syntax_error(file, err) from None
+    except ReaderError as err:
+        line = text.count("\n", 0, err.position) + 1
+        column = err.position - (text.rfind("\n", 0, err.position) + 1) + 1
+        code = ord(err.character) if isinstance(err.character, str) else err.character
+        raise _error(file, f"a control character (0x{code:02x}) that YAML does not allow", line, column,
+                     "remove it; is this the right file?") from None
     except YAMLError as err:
-        raise _error(file, f"YAML error: {err}") from None
+        raise _error(file, "YAML error: " + " ".join(str(err).split())) from None
     except RecursionError:
         raise _error(file, "the document is nested too deeply") from None
     docs = [d for d in docs if d is not None]
