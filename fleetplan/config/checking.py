@@ -19,12 +19,15 @@ at once. Rules (DESIGN section 1, issue 2):
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fleetplan.config.joining import JoinBundle, load_join_config
 from fleetplan.config.kubeconfigs import KubeconfigSummary, is_loopback_url, read_kubeconfig
 from fleetplan.config.models import BUNDLES, SELECTOR_WORDS, Fleet, Leader, Member, default_kubeconfig
 from fleetplan.config.positions import FieldPath, Positions
 from fleetplan.errors import ConfigError, Diagnostic
+
+if TYPE_CHECKING:  # joining builds more models; imported only for fleets that have a join file
+    from fleetplan.config.joining import JoinBundle
 
 OCM_RESERVED_NAMES = frozenset({
     "default", "kube-system", "kube-public", "kube-node-lease", "open-cluster-management",
@@ -110,6 +113,8 @@ class _Checker:
             self.error((*at, "joinConfig"), f"join file {str(path)!r} not found",
                        "write it with `fleetplan join-config export --member NAME` on the leader side")
             return
+        from fleetplan.config.joining import load_join_config
+
         try:
             self.join = load_join_config(path)
         except ConfigError as err:

@@ -16,7 +16,6 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from fleetplan.config.checking import check_semantics
-from fleetplan.config.explaining import explain_validation_error
 from fleetplan.config.models import API_VERSION, KIND, Fleet
 from fleetplan.config.positions import Positions
 from fleetplan.config.reading import read_yaml_file
@@ -72,6 +71,8 @@ def check_fleet_file(path: str | os.PathLike[str], *, offline: bool = False) -> 
     try:
         fleet = Fleet.model_validate(doc.data, context={"base_dir": base_dir})
     except ValidationError as err:
+        from fleetplan.config.explaining import explain_validation_error  # difflib etc.: only on errors
+
         return CheckedFleet(file, None, tuple(explain_validation_error(Fleet, err, positions)))
     fleet, findings = check_semantics(fleet, positions, offline=offline)
     return CheckedFleet(file, fleet, tuple(findings))
