@@ -250,8 +250,8 @@ class Fleet(Model):
 
     api_version: Literal["fleetplan.dev/v1alpha1"] = Field(description="Always fleetplan.dev/v1alpha1.")
     kind: Literal["Fleet"] = Field(description="Always Fleet.")
-    metadata: Metadata
-    spec: FleetSpec
+    metadata: Metadata = Field(description="Names the fleet. Required.")
+    spec: FleetSpec = Field(description="The fleet's shape. Required.")
 
     @property
     def name(self) -> str:

@@ -10,7 +10,7 @@ from config_cases import BASE
 from pydantic import ValidationError
 
 from fleetplan.config import format_duration, load_fleet, parse_duration
-from fleetplan.config.schema import render_schema
+from fleetplan.config.schema import render_reference, render_schema
 from fleetplan.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -146,3 +146,10 @@ def test_schema_describes_every_field_with_its_default() -> None:
     ]
     assert missing == []
     assert schema["properties"]["apiVersion"]["const"] == "fleetplan.dev/v1alpha1"
+
+
+def test_checked_in_reference_doc_is_fresh() -> None:
+    assert (ROOT / "docs" / "fleet-yaml.md").read_text() == render_reference(), (
+        "docs/fleet-yaml.md is stale: run "
+        "`python3 -m fleetplan.config.schema --markdown > docs/fleet-yaml.md`"
+    )
