@@ -75,7 +75,8 @@ CASES: list[tuple[str, str | bytes, list[str]]] = [
     ("wrong kind", _swap("kind: Fleet", "kind: Cluster"),
      ["F:2:7: error: kind: expected 'Fleet', found 'Cluster' (hint: write 'kind: Fleet')"]),
     ("misspelt spec", _swap("spec:", "specs:"),
-     ["F:1:1: error: spec: missing required field 'spec' (hint: add 'spec:' here)",
+     ["F:1:1: error: spec: missing required field 'spec' (hint: add 'spec:' here: The fleet's shape. "
+      "Required.)",
       "F:5:1: error: specs: unknown field 'specs' (hint: did you mean 'spec'?)"]),
     ("spec is a string", BASE.split("spec:")[0] + "spec: antrea\n",
      ["F:5:7: error: spec: expected a mapping, found the string 'antrea' (hint: write 'key: value' pairs "
