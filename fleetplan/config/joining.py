@@ -18,6 +18,17 @@ token Secret, or naming a Secret manifest beside it with `tokenSecretFile`:
     apiVersion: v1                   # optional: the token Secret (data: ca.crt, namespace, token)
     kind: Secret
 
+fleetplan's own single-document form is accepted too:
+
+    apiVersion: fleetplan.dev/v1alpha1
+    kind: JoinConfig
+    stack: antrea
+    clusterSet: demo-set
+    leader: {name: north, apiServer: https://north.example:6443, namespace: antrea-multicluster,
+             caData: <base64 PEM>}
+    member: east
+    token: <bearer token>
+
 This module validates the file with positions for `fleetplan validate`; the Antrea stack reads
 the token itself (fleetplan/stacks/joinconfigs.py). No token value is kept here: only whether
 one is present.
@@ -31,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 
 from fleetplan.config.explaining import explain_validation_error
 from fleetplan.config.models import Model
@@ -57,6 +68,25 @@ class JoinConfigFile(Model):
     namespace: str | None = None
     token_secret_name: str | None = Field(None, alias="tokenSecretName")
     token_secret_file: str | None = Field(None, alias="tokenSecretFile")
+
+
+class OwnJoinLeader(Model):
+    name: DnsLabel
+    api_server: ApiServer
+    namespace: DnsLabel = "antrea-multicluster"
+    ca_data: str | None = None
+
+
+class OwnJoinConfigFile(Model):
+    """fleetplan's single-document join file."""
+
+    api_version: Literal["fleetplan.dev/v1alpha1"]
+    kind: Literal["JoinConfig"]
+    stack: Literal["antrea"]
+    cluster_set: DnsLabel
+    leader: OwnJoinLeader
+    member: DnsLabel | None = None
+    token: SecretStr | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +127,9 @@ def _check_secret(doc: YamlDocument) -> bool:
 def load_join_config(file: Path) -> JoinBundle:
     """Validate a join file; raises ConfigError located in it (or in its token Secret file)."""
     docs = read_yaml_documents(file, what="join file")
+    own = next((d for d in docs if d.data.get("kind") == "JoinConfig"), None)
+    if own is not None:
+        return _load_own(own)
     head = next((d for d in docs if d.data.get("kind") == JOIN_KIND), docs[0])
     try:
         join = JoinConfigFile.model_validate(head.data)
@@ -122,3 +155,21 @@ def load_join_config(file: Path) -> JoinBundle:
                       leader_api_server=join.leader_api_server, leader_namespace=join.leader_namespace,
                       member=join.cluster_id or None, member_namespace=join.namespace or None,
                       has_token=has_token)
+
+
+def _load_own(doc: YamlDocument) -> JoinBundle:
+    try:
+        own = OwnJoinConfigFile.model_validate(doc.data)
+    except ValidationError as err:
+        positions = Positions(str(doc.file), doc.tree)
+        raise ConfigError(explain_validation_error(OwnJoinConfigFile, err, positions)) from None
+    if own.leader.ca_data:
+        try:
+            base64.b64decode(own.leader.ca_data, validate=True)
+        except binascii.Error:
+            raise _problem(doc, ("leader", "caData"), "leader.caData is not base64",
+                           "export the file again from the leader's fleet") from None
+    return JoinBundle(file=doc.file, cluster_set=own.cluster_set, leader_name=own.leader.name,
+                      leader_api_server=own.leader.api_server, leader_namespace=own.leader.namespace,
+                      member=own.member, member_namespace=None,
+                      has_token=own.token is not None and bool(own.token.get_secret_value()))

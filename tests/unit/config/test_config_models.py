@@ -153,3 +153,22 @@ def test_checked_in_reference_doc_is_fresh() -> None:
         "docs/fleet-yaml.md is stale: run "
         "`python3 -m fleetplan.config.schema --markdown > docs/fleet-yaml.md`"
     )
+
+
+def test_both_join_file_formats_written_by_the_antrea_stack_validate(tmp_path: Path) -> None:
+    from fleetplan.stacks.joinconfigs import JoinConfig, render_join_config
+
+    join = JoinConfig(
+        cluster_set_id="split-set",
+        leader_cluster_id="north",
+        leader_namespace="antrea-multicluster",
+        leader_api_server="https://north.example:6443",
+        cluster_id="east",
+        token="t0k3n",
+        ca_crt="-----BEGIN CERTIFICATE-----\n",
+    )
+    fleet_text = (ROOT / "examples/split/member-east/fleet.yaml").read_text().replace("../kubeconfigs/", "./")
+    for fmt in ("antrea", "fleetplan"):
+        (tmp_path / "east-join.yaml").write_text(render_join_config(join, fmt))
+        fleet = load_fleet(_write(tmp_path, fleet_text), offline=True)
+        assert (fleet.leader_name, fleet.is_member_only) == ("north", True), fmt
