@@ -183,10 +183,12 @@ class HubOperatorSimulation:
             self.api.ensure(
                 "/api/v1/namespaces",
                 {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
                     "metadata": {
                         "name": "open-cluster-management-hub",
                         "annotations": {SIMULATED_BY: "ocm hub operator"},
-                    }
+                    },
                 },
             )
             self._installed = True
@@ -212,7 +214,10 @@ class HubOperatorSimulation:
         group = f"system:open-cluster-management:{name}"
         role = f"open-cluster-management:managedcluster:{name}"
         note = {SIMULATED_BY: "ocm hub registration controller"}
-        self.api.ensure("/api/v1/namespaces", {"metadata": {"name": name, "annotations": note}})
+        self.api.ensure(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "annotations": note}},
+        )
         rules = [
             {
                 "apiGroups": ["cluster.open-cluster-management.io"],
@@ -229,7 +234,13 @@ class HubOperatorSimulation:
         ]
         rbac = "/apis/rbac.authorization.k8s.io/v1"
         self.api.ensure(
-            f"{rbac}/clusterroles", {"metadata": {"name": role, "annotations": note}, "rules": rules}
+            f"{rbac}/clusterroles",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": role, "annotations": note},
+                "rules": rules,
+            },
         )
         self.api.ensure(
             f"{rbac}/clusterrolebindings",
@@ -313,6 +324,8 @@ class RegistrationAgentSimulation:
                 "POST",
                 CLUSTERS,
                 {
+                    "apiVersion": "cluster.open-cluster-management.io/v1",
+                    "kind": "ManagedCluster",
                     "metadata": {
                         "name": name,
                         "annotations": {SIMULATED_BY: "ocm registration agent simulation"},
@@ -356,6 +369,8 @@ class RegistrationAgentSimulation:
             "POST",
             CSRS,
             {
+                "apiVersion": "certificates.k8s.io/v1",
+                "kind": "CertificateSigningRequest",
                 "metadata": {
                     "name": csr_name,
                     "labels": {
@@ -388,6 +403,8 @@ class RegistrationAgentSimulation:
         self.api.ensure(
             f"/api/v1/namespaces/{AGENT_NS}/secrets",
             {
+                "apiVersion": "v1",
+                "kind": "Secret",
                 "metadata": {
                     "name": "hub-kubeconfig-secret",
                     "annotations": {SIMULATED_BY: "ocm registration agent"},

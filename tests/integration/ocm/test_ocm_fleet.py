@@ -1,0 +1,197 @@
+"""An OCM hub and two spokes in the lab, converged by the real engine from one fleet.yaml.
+
+The hub operator and the spokes' registration agents are SIMULATIONS (fleetplan.lab.simulators.ocm);
+they act with only what fleetplan delivered (the bootstrap kubeconfig), under the hub's real RBAC
+and real CSR signing. The second spoke is reached through a kubeconfig whose credentials come from
+an exec plugin (a script printing an ExecCredential).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetplan.apply.executing import ClusterExecutor
+from fleetplan.apply.recording import StateRecorder
+from fleetplan.apply.walking import walk_plan
+from fleetplan.cli.planning import Session
+from fleetplan.lab import Lab
+from fleetplan.lab.clusters import admin_rest
+from fleetplan.lab.simulators.ocm import HubOperatorSimulation, RegistrationAgentSimulation
+from fleetplan.plan import fleets, planning
+from fleetplan.plan.model import Action, Mode, Plan
+from fleetplan.stacks.bundles import ENV_MIRROR
+
+pytestmark = pytest.mark.integration
+MIRROR = Path(os.environ.get(ENV_MIRROR) or Path(__file__).resolve().parents[4] / "shared" / "upstream")
+CLUSTERS = "/apis/cluster.open-cluster-management.io/v1/managedclusters"
+CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+
+
+def _exec_kubeconfig(tmp: Path, cluster: Any) -> Path:
+    """A kubeconfig for `cluster` whose client certificate comes from an exec plugin."""
+    admin = json.loads(Path(cluster.kubeconfig).read_text())
+    user = admin["users"][0]["user"]
+    credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {"clientCertificateData": base64.b64decode(user["client-certificate-data"]).decode(),
+                             "clientKeyData": base64.b64decode(user["client-key-data"]).decode()}}
+    secret = tmp / "credential.json"
+    secret.write_text(json.dumps(credential))
+    secret.chmod(0o600)
+    script = tmp / "print-credential"
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.write(open({str(secret)!r}).read())\n")
+    script.chmod(stat.S_IRWXU)
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "exec",
+              "clusters": [{"name": cluster.name, "cluster": admin["clusters"][0]["cluster"]}],
+              "users": [{"name": "exec", "user": {"exec": {
+                  "apiVersion": "client.authentication.k8s.io/v1", "command": str(script),
+                  "interactiveMode": "Never"}}}],
+              "contexts": [{"name": "exec", "context": {"cluster": cluster.name, "user": "exec"}}]}
+    path = tmp / "exec-kubeconfig"
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return path
+
+
+def _write_fleet(tmp: Path, lab: Lab, members: list[str], suffix: str) -> Path:
+    hub, west, east = lab.clusters[0], lab.clusters[1], lab.clusters[2]
+    entries = {west.name: {"name": west.name, "kubeconfig": west.kubeconfig, "context": west.context,
+                           "labels": {"env": "prod"}},
+               east.name: {"name": east.name, "kubeconfig": str(_exec_kubeconfig(tmp, east))}}
+    doc = {"apiVersion": "fleetplan.dev/v1alpha1", "kind": "Fleet", "metadata": {"name": f"ocm-{suffix}"},
+           "spec": {"stack": "ocm", "version": "v1.3.1", "manifests": {"mirror": str(MIRROR)},
+                    "clusterSet": {"name": f"set-{suffix}"},
+                    "leader": {"name": hub.name, "kubeconfig": hub.kubeconfig, "context": hub.context},
+                    "members": [entries[m] for m in members],
+                    "ocm": {"managedClusterSetBindings": ["default"]},
+                    "wait": {"timeout": "1m"}, "state": {"path": str(tmp / "state.json")}}}
+    path = tmp / "fleet.yaml"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def converge(fleet_file: Path, mode: Mode = Mode.NORMAL, force: bool = False) -> tuple[Plan, Any]:
+    session = Session.open(str(fleet_file))
+    state = session.store.read()
+    plan = session.make_plan(state, planning.Options(mode=mode, force=force))
+    clusters = fleets.connect(fleets.accesses_for(session.fleet))
+    summary = walk_plan(plan, ClusterExecutor(plan, clusters, default_timeout=120),
+                        StateRecorder(session.store, state, session.fleet.name))
+    return plan, summary
+
+
+def replan(fleet_file: Path) -> Plan:
+    session = Session.open(str(fleet_file))
+    return session.make_plan(session.store.read(), planning.Options())
+
+
+@pytest.fixture
+def ocm_lab(lab: Lab, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    logs: list[str] = []
+    hub = HubOperatorSimulation(lab.clusters[0], "v1.3.1", MIRROR, log=logs.append).start()
+    agents = {c.name: RegistrationAgentSimulation(c, log=logs.append).start() for c in lab.clusters[1:3]}
+    suffix = uuid.uuid4().hex[:5]
+    try:
+        yield {"lab": lab, "tmp": tmp_path, "suffix": suffix, "agents": agents, "logs": logs,
+               "fleet": _write_fleet(tmp_path, lab, [c.name for c in lab.clusters[1:3]], suffix)}
+    finally:
+        for agent in agents.values():
+            agent.stop()
+        hub.stop()
+
+
+def _failures(summary: Any) -> list[str]:
+    return [f"{o.step.address}: {o.error.summary if o.error else o.root_cause}"
+            for o in (*summary.failures, *summary.skipped)]
+
+
+def test_apply_accepts_both_spokes_and_the_next_plan_is_empty(ocm_lab: dict[str, Any]) -> None:
+    lab, fleet_file = ocm_lab["lab"], ocm_lab["fleet"]
+    hub = admin_rest(lab.clusters[0])
+    # A CSR for spoke 1 from another requester (spoke 2's bootstrap identity is not needed: any
+    # user may create CSRs here as admin) must never be approved.
+    _, summary = converge(fleet_file)
+    assert not _failures(summary), "\n".join(_failures(summary) + ocm_lab["logs"][-20:])
+    for cluster in lab.clusters[1:3]:
+        managed = hub.get(f"{CLUSTERS}/{cluster.name}")
+        assert managed["spec"]["hubAcceptsClient"] is True
+        assert managed["metadata"]["labels"]["cluster.open-cluster-management.io/clusterset"] == \
+            f"set-{ocm_lab['suffix']}"
+        identity = ocm_lab["agents"][cluster.name].hub_identity
+        assert identity is not None, ocm_lab["logs"][-20:]
+        assert identity["username"] == f"system:open-cluster-management:{cluster.name}:simagent"
+        assert f"system:open-cluster-management:{cluster.name}" in identity["groups"]
+    assert hub.get(f"{CLUSTERS}/{lab.clusters[1].name}")["metadata"]["labels"]["env"] == "prod"
+    again = replan(fleet_file)
+    assert [str(s.address) for s in again.steps if s.action != Action.NOOP] == []
+    assert all("simulation" in line for line in ocm_lab["logs"])
+
+    # Removing a spoke is refused while a ManifestWork targets it.
+    west, east = lab.clusters[1].name, lab.clusters[2].name
+    hub.call("POST", f"/apis/work.open-cluster-management.io/v1/namespaces/{west}/manifestworks",
+             {"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+              "metadata": {"name": "app"}, "spec": {"workload": {"manifests": []}}})
+    smaller = _write_fleet(ocm_lab["tmp"], lab, [east], ocm_lab["suffix"])
+    _, summary = converge(smaller)
+    assert any("ManifestWork" in f and "refusing" in f for f in _failures(summary)), _failures(summary)
+    assert hub.get(f"{CLUSTERS}/{west}")["spec"]["hubAcceptsClient"] is True
+    hub.call("DELETE", f"/apis/work.open-cluster-management.io/v1/namespaces/{west}/manifestworks/app")
+    _, summary = converge(smaller)
+    assert not _failures(summary), _failures(summary)
+    assert hub.request("GET", f"{CLUSTERS}/{west}")[0] == 404
+    assert hub.request("GET", f"/api/v1/namespaces/{west}")[0] in (404, 200)  # 200 while terminating
+    spoke = admin_rest(lab.clusters[1])
+    assert spoke.request("GET", "/apis/operator.open-cluster-management.io/v1/klusterlets/klusterlet")[0] == 404
+
+    # destroy leaves nothing fleetplan created.
+    _, summary = converge(smaller, Mode.DESTROY)
+    assert not _failures(summary), _failures(summary)
+    assert hub.request("GET", f"{CLUSTERS}/{east}")[0] == 404
+    assert hub.request("GET", "/apis/operator.open-cluster-management.io/v1/clustermanagers/cluster-manager")[0] \
+        in (404, 503)
+    session = Session.open(str(smaller))
+    assert not (session.store.read() and session.store.read().resources)  # type: ignore[union-attr]
+
+
+def test_a_csr_from_another_requester_is_not_approved(ocm_lab: dict[str, Any], tmp_path: Path) -> None:
+    from fleetplan.live.clusters import KubeCluster
+    from fleetplan.live.kubeconfigs import ClusterAccess
+    from fleetplan.live.ocm_accept import Verdict, judge_csrs
+    from fleetplan.live.ocm_handlers import ClusterOcmHub
+
+    lab = ocm_lab["lab"]
+    hub_cluster = lab.clusters[0]
+    rest = admin_rest(hub_cluster)
+    name = f"intruder-{ocm_lab['suffix']}"
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    group = f"system:open-cluster-management:{name}"
+    request = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, group),
+        x509.NameAttribute(NameOID.COMMON_NAME, f"{group}:x")])).sign(ec.generate_private_key(ec.SECP256R1()),
+                                                                      hashes.SHA256())
+    rest.call("POST", CSRS, {"metadata": {"name": name, "labels": {"open-cluster-management.io/cluster-name": name}},
+                             "spec": {"request": base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode(),
+                                      "signerName": "kubernetes.io/kube-apiserver-client",
+                                      "usages": ["digital signature", "client auth"]}})
+    try:
+        hub = ClusterOcmHub(KubeCluster(ClusterAccess(hub_cluster.name, hub_cluster.kubeconfig, hub_cluster.context)))
+        bootstrap = f"system:serviceaccount:open-cluster-management:agent-registration-bootstrap-{name}"
+        verdicts = judge_csrs(name, [bootstrap], hub.list_cluster_csrs(name))
+        assert [(v.name, v.verdict) for v in verdicts] == [(name, Verdict.IGNORE)]
+        assert "not by the bootstrap identity" in verdicts[0].reason
+        assert not (rest.get(f"{CSRS}/{name}").get("status") or {}).get("conditions")
+    finally:
+        rest.request("DELETE", f"{CSRS}/{name}")
