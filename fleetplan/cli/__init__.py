@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "validate": ("fleetplan.cli.validating", "validate", "Check a fleet file and say exactly what is wrong."),
     "schema": ("fleetplan.cli.validating", "schema", "Print the JSON Schema of fleet.yaml."),
     "version": ("fleetplan.cli.validating", "version", "Print fleetplan's version."),
+    "init": ("fleetplan.cli.initing", "init", "Write a commented fleet.yaml from kubeconfigs or contexts."),
     "lab": ("fleetplan.cli.labbing", "lab", "Run real local Kubernetes control planes (up|down|status|kubeconfig)."),
     "plan": ("fleetplan.cli.planning", "plan", "Show what apply would change (-out FILE saves it)."),
     "show": ("fleetplan.cli.planning", "show", "Show a saved plan, or the state."),
