@@ -12,7 +12,7 @@ bootstrap-token rule "re-mint only while a spoke still needs it".
 
 Importing this module registers all three (`register_ocm_handlers` is idempotent).
 Invariant: `ClusterOcmHub` is the only place here that builds requests; it uses the engine's
-`Cluster` protocol plus one PUT for the CSR approval subresource, which the protocol lacks.
+`Cluster` protocol plus `KubeCluster.replace_subresource` (PUT) for the CSR approval.
 """
 
 from __future__ import annotations
@@ -59,19 +59,10 @@ class ClusterOcmHub:
                            "message": message})
         name = body["metadata"]["name"]
         replace = getattr(self.cluster, "replace_subresource", None)
-        if replace is not None:
-            replace(CSR_API, "CertificateSigningRequest", "", name, "approval", body)
-            return
-        call = getattr(self.cluster, "_call", None)  # KubeCluster before replace_subresource existed
-        if call is None:
-            raise ClusterError(f"cluster {self.name}: this client cannot approve CSRs")
-        status, data = call("PUT", f"/apis/{CSR_API}/certificatesigningrequests/{name}/approval",
-                            body=json.dumps(body), content_type="application/json")
-        if not 200 <= status < 300:
-            raise ClusterError(f"cluster {self.name}: approve CSR {name}: "
-                               f"{data.get('message') or f'HTTP {status}'}",
-                               hint="the user needs update on certificatesigningrequests/approval and "
-                                    "approve on the signer kubernetes.io/kube-apiserver-client")
+        if replace is None:
+            raise ClusterError(f"cluster {self.name}: this client cannot approve CSRs "
+                               "(it lacks replace_subresource)")
+        replace(CSR_API, "CertificateSigningRequest", "", name, "approval", body)
 
     def accept_managed_cluster(self, cluster: str, labels: Mapping[str, str]) -> None:
         self.cluster.apply({"apiVersion": CLUSTER_API, "kind": "ManagedCluster",

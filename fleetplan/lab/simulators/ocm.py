@@ -433,9 +433,14 @@ class RegistrationAgentSimulation:
         self.hub_identity = json.loads(data).get("status", {}).get("userInfo")
         status, data = hub.request("GET", f"{CLUSTERS}/{name}")
         if status != 200:
+            # As the real agent does: a hub kubeconfig that no longer works (the cluster was
+            # removed from the hub) is dropped, and the agent bootstraps again.
+            self.api.request("DELETE", f"/api/v1/namespaces/{AGENT_NS}/secrets/hub-kubeconfig-secret")
+            self._csr, self.hub_identity = None, None
             self._report(
                 klusterlet, True, "HubKubeConfigUnauthorized", f"cannot read ManagedCluster: {status}"
             )
+            self.log(f"the signed certificate no longer works for {name} ({status}); bootstrapping again")
             return
         cluster = json.loads(data)
         if not any(
