@@ -149,7 +149,7 @@ class KubeCluster:
         status, data = self._call(
             "DELETE",
             self._path(api_version, info, namespace, name),
-            body=json.dumps(options),
+            body=options,
             content_type="application/json",
         )
         if status == 404:
@@ -170,7 +170,7 @@ class KubeCluster:
         if info is None:
             raise NotFoundError(f"cluster {self.name}: {kind} is not served in {api_version}")
         path = self._path(api_version, info, namespace, name) + "/" + subresource
-        status, data = self._call("POST", path, body=json.dumps(body), content_type="application/json")
+        status, data = self._call("POST", path, body=dict(body), content_type="application/json")
         self._raise_for(status, data, f"create {kind} {name}/{subresource}")
         return data
 
@@ -181,7 +181,7 @@ class KubeCluster:
         if info is None:
             raise NotFoundError(f"cluster {self.name}: {kind} is not served in {api_version}")
         path = self._path(api_version, info, namespace, name) + "/" + subresource
-        status, data = self._call("PUT", path, body=json.dumps(body), content_type="application/json")
+        status, data = self._call("PUT", path, body=dict(body), content_type="application/json")
         self._raise_for(status, data, f"update {kind} {name}/{subresource}")
         return data
 
@@ -219,7 +219,7 @@ class KubeCluster:
         path: str,
         query: Mapping[str, str] | None = None,
         *,
-        body: str | None = None,
+        body: str | dict[str, Any] | None = None,  # dict: the client JSON-encodes it; str: sent as is
         content_type: str | None = None,
     ) -> tuple[int, Obj]:
         from kubernetes.client.exceptions import ApiException

@@ -122,8 +122,8 @@ def check_fresh(plan: Plan, state: State | None, fingerprint: str) -> None:
         )
 
 
-def restore_secrets(plan: Plan, fresh: Mapping[Address, Step]) -> Plan:
-    """Put redacted values back from a fresh plan's steps; refuse if any hash differs."""
+def restore_secrets(plan: Plan, fresh: Mapping[Address, Mapping[str, Any]]) -> Plan:
+    """Put redacted values back from fresh desired bodies; refuse if any hash differs."""
     from dataclasses import replace
 
     steps = []
@@ -132,7 +132,7 @@ def restore_secrets(plan: Plan, fresh: Mapping[Address, Step]) -> Plan:
             steps.append(step)
             continue
         source = fresh.get(step.address)
-        body = _restore(step.body, source.body if source else None, str(step.address))
+        body = _restore(step.body, source, str(step.address))
         steps.append(replace(step, body=body))
     return replace(plan, steps=tuple(steps))
 
