@@ -183,7 +183,8 @@ def test_a_csr_from_another_requester_is_not_approved(ocm_lab: dict[str, Any], t
         x509.NameAttribute(NameOID.COMMON_NAME, f"{group}:x")])).sign(ec.generate_private_key(ec.SECP256R1()),
                                                                       hashes.SHA256())
     rest.call("POST", CSRS, {"metadata": {"name": name, "labels": {"open-cluster-management.io/cluster-name": name}},
-                             "spec": {"request": base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode(),
+                             "spec": {"request": base64.b64encode(
+                                          request.public_bytes(serialization.Encoding.PEM)).decode(),
                                       "signerName": "kubernetes.io/kube-apiserver-client",
                                       "usages": ["digital signature", "client auth"]}})
     try:
