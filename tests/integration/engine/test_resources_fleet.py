@@ -207,7 +207,8 @@ def test_edit_drift_removal_and_unowned(fleet: FleetDir, lab_client: Any) -> Non
     (fleet.root / "extras" / "stray.yaml").write_text(
         f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: stray, namespace: {fleet.ns}}}\ndata: {{mine: no}}\n")
     doc = fleet.plan_json()
-    assert _changes(doc) == {f"{c}/core/ConfigMap/{fleet.ns}/stray": ("create", "not on the cluster") for c in ("c1", "c2")}
+    expected = {f"{c}/core/ConfigMap/{fleet.ns}/stray": ("create", "not on the cluster") for c in ("c1", "c2")}
+    assert _changes(doc) == expected
     assert any("not created by this fleet" in d["summary"] for d in doc["diagnostics"])
     fleet.run("apply", "--auto-approve")
     fleet.run("destroy", "--auto-approve")
