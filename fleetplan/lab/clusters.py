@@ -13,8 +13,10 @@ clean up, even after a failed or interrupted `up`.
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
+import sys
 import urllib.request
 from collections.abc import Callable
 from dataclasses import replace
@@ -28,7 +30,8 @@ from fleetplan.lab.rest import LabRest, wait_for
 from fleetplan.lab.state import LabCluster
 
 Recorder = Callable[[str, ProcessRecord], None]
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+COMPONENTS = ("egress-proxy", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
 def host_for(index: int) -> str:
@@ -36,7 +39,11 @@ def host_for(index: int) -> str:
 
 
 def pod_cidr_for(index: int) -> str:
-    return f"127.{index}.0.0/16"
+    return f"10.{index}.0.0/16"
+
+
+def node_ip_for(index: int) -> str:
+    return f"10.{index}.255.254"
 
 
 def free_port(host: str) -> int:
@@ -56,9 +63,12 @@ def plan_cluster(name: str, index: int, lab_dir: Path, shm_root: Path | None) ->
     ports = {c: free_port(host) for c in ("etcd-client", "etcd-peer", "kube-apiserver",
                                           "kube-controller-manager", "kube-scheduler", "kwok")}
     etcd_data = (shm_root / name) if shm_root is not None else (root / "etcd")
+    # Unix socket paths are limited to 107 bytes: prefer the short tmpfs directory.
+    egress = (shm_root / f"{name}.egress.sock") if shm_root is not None else (root / "egress.sock")
     return LabCluster(name=name, index=index, host=host, api_port=ports["kube-apiserver"],
                       kubeconfig=str(root / "kubeconfig"), context=name, ca=str(root / "pki" / "ca.crt"),
-                      dir=str(root), pod_cidr=pod_cidr_for(index), ports=ports, etcd_data=str(etcd_data))
+                      dir=str(root), pod_cidr=pod_cidr_for(index), ports=ports, etcd_data=str(etcd_data),
+                      node_ip=node_ip_for(index), egress_socket=str(egress))
 
 
 def write_pki(cluster: LabCluster) -> None:
@@ -88,6 +98,7 @@ def write_pki(cluster: LabCluster) -> None:
         config = comp.kubeconfig([entry], cluster.name)
         comp.write_kubeconfig(p.admin_kubeconfig if file == "admin" else p.component_kubeconfig(file), config)
     comp.write_kwok_config(p.kwok_config)
+    comp.write_egress_config(p.egress_config, cluster.egress_socket)
 
 
 def admin_rest(cluster: LabCluster, timeout: float = 30.0) -> LabRest:
@@ -118,8 +129,10 @@ class ClusterStarter:
         self.started: dict[str, ProcessRecord] = {}
 
     def _spawn(self, component: str, argv: list[str]) -> None:
-        record = spawn(component, argv, self.paths.logs / f"{component}.log",
-                       env=component_env({"GOMAXPROCS": "2"}))
+        extra = {"GOMAXPROCS": "2"}
+        if component == "egress-proxy":  # runs this package, wherever the caller's cwd is
+            extra["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))
+        record = spawn(component, argv, self.paths.logs / f"{component}.log", env=component_env(extra))
         self.started[component] = record
         self._record(self.cluster.name, record)
 
@@ -154,6 +167,8 @@ class ClusterStarter:
         data = Path(c.etcd_data)
         data.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         data.mkdir(mode=0o700, exist_ok=True)  # etcd warns about (and should not have) wider modes
+        self._spawn("egress-proxy", comp.egress_argv(sys.executable, c.egress_socket, c.pod_cidr,
+                                                     c.loopback_cidr))
         self._spawn("etcd", comp.etcd_argv(b / "etcd", c.name, c.host, c.ports["etcd-client"],
                                            c.ports["etcd-peer"], Path(c.etcd_data)))
         wait_for(f"etcd of {c.name}", lambda: _etcd_healthy(c.host, c.ports["etcd-client"]), self.timeout,
@@ -162,11 +177,13 @@ class ClusterStarter:
                                                           c.ports["etcd-client"]))
         anonymous = LabRest(c.host, c.api_port, c.ca, timeout=10)
         wait_for(f"kube-apiserver /readyz of {c.name}", anonymous.healthy, self.timeout, abort=self._dead)
+        wait_for(f"the egress proxy socket of {c.name}", Path(c.egress_socket).exists, self.timeout,
+                 abort=self._dead)
         self._spawn("kube-controller-manager", comp.controller_manager_argv(
             b / "kube-controller-manager", p, c.name, c.host, c.ports["kube-controller-manager"]))
         self._spawn("kube-scheduler", comp.scheduler_argv(b / "kube-scheduler", p, c.host,
                                                           c.ports["kube-scheduler"]))
-        self._spawn("kwok", comp.kwok_argv(b / "kwok", p, c.host, c.ports["kwok"], c.pod_cidr))
+        self._spawn("kwok", comp.kwok_argv(b / "kwok", p, c.host, c.ports["kwok"], c.pod_cidr, c.node_ip))
         api = admin_rest(c)
         api.ensure("/api/v1/nodes", comp.fake_node(f"{c.name}-node-1"))
         wait_for(f"a Ready kwok node in {c.name}", lambda: node_ready(api, f"{c.name}-node-1"), self.timeout,

@@ -4,9 +4,10 @@ Pure functions of a `ClusterPaths` and its ports: no processes are started here,
 flag choices reviewable in one place. Why the less obvious flags are there:
 
 * `--endpoint-reconciler-type=none`: the lease reconciler refuses loopback advertise addresses.
-* `--enable-aggregator-routing=true`: webhooks and APIServices backed by a Service are dialled at
-  the Service's endpoint address (a kwok pod IP on this host's loopback) instead of its ClusterIP,
-  which nothing routes here. This is what lets a test-side process serve a webhook.
+* `--enable-aggregator-routing=true` plus `--egress-selector-config-file`: webhooks and APIServices
+  backed by a Service are dialled at the Service's endpoint address (a kwok pod IP in 10.<i>.0.0/16)
+  instead of its ClusterIP, through the lab's CONNECT proxy (fleetplan.lab.egress), which lands the
+  connection on 127.<i>.a.b. This is what lets a test-side process serve a webhook.
 * `--authorization-mode=Node,RBAC` with NodeRestriction, bootstrap-token auth, and a KCM that runs
   every controller with its own service account (`--use-service-account-credentials`), as kubeadm
   does, so permissions in tests are the real ones.
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from fleetplan.lab.pki import write_private
 
-SERVICE_CIDR = "10.96.0.0/16"
+SERVICE_CIDR = "10.0.0.0/16"  # 10.<i>.0.0/16 are the pod networks of clusters i >= 1
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 
@@ -53,6 +54,10 @@ class ClusterPaths:
     @property
     def kwok_config(self) -> Path:
         return self.root / "kwok.yaml"
+
+    @property
+    def egress_config(self) -> Path:
+        return self.root / "egress-selector.yaml"
 
 
 def _b64(data: bytes) -> str:
@@ -105,8 +110,22 @@ def apiserver_argv(binary: Path, p: ClusterPaths, host: str, port: int, etcd_cli
         "--requestheader-extra-headers-prefix=X-Remote-Extra-",
         f"--proxy-client-cert-file={p.pem('front-proxy-client.crt')}",
         f"--proxy-client-key-file={p.pem('front-proxy-client.key')}",
+        f"--egress-selector-config-file={p.egress_config}",
         f"--cert-dir={p.root / 'apiserver-certs'}", "--profiling=false",
     ]
+
+
+def write_egress_config(path: Path, socket_path: str) -> None:
+    """Route the API server's "cluster" traffic (webhooks, APIServices, node proxy) via the proxy."""
+    config = {"apiVersion": "apiserver.k8s.io/v1beta1", "kind": "EgressSelectorConfiguration",
+              "egressSelections": [{"name": "cluster", "connection": {
+                  "proxyProtocol": "HTTPConnect", "transport": {"uds": {"udsName": socket_path}}}}]}
+    path.write_text(json.dumps(config, indent=2) + "\n")
+
+
+def egress_argv(python: str, socket_path: str, pod_network: str, loopback_network: str) -> list[str]:
+    return [python, "-m", "fleetplan.lab.egress", f"--socket={socket_path}",
+            f"--map={pod_network}={loopback_network}"]
 
 
 def controller_manager_argv(binary: Path, p: ClusterPaths, name: str, host: str, port: int) -> list[str]:
@@ -129,11 +148,11 @@ def scheduler_argv(binary: Path, p: ClusterPaths, host: str, port: int) -> list[
             "--leader-elect=false", "--profiling=false"]
 
 
-def kwok_argv(binary: Path, p: ClusterPaths, host: str, port: int, pod_cidr: str) -> list[str]:
+def kwok_argv(binary: Path, p: ClusterPaths, host: str, port: int, pod_cidr: str, node_ip: str) -> list[str]:
     return [str(binary), f"--kubeconfig={p.component_kubeconfig('kwok')}", f"--config={p.kwok_config}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
-            f"--cidr={pod_cidr}", f"--node-ip={host}", f"--server-address={host}:{port}",
+            f"--cidr={pod_cidr}", f"--node-ip={node_ip}", f"--server-address={host}:{port}",
             "--node-lease-duration-seconds=40"]
 
 

@@ -100,6 +100,9 @@ def up(clusters: int = 3, prefix: str = "c", lab_dir: Path | str | None = None, 
 def _clean(lab: Lab) -> None:
     """Remove what a stopped lab leaves besides logs: etcd data on tmpfs, state, merged kubeconfig."""
     for cluster in lab.clusters:
+        if cluster.egress_socket:
+            with contextlib.suppress(FileNotFoundError):
+                Path(cluster.egress_socket).unlink()
         if cluster.etcd_data:
             shutil.rmtree(cluster.etcd_data, ignore_errors=True)
             with contextlib.suppress(OSError):

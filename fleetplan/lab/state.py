@@ -16,6 +16,7 @@ time, so a stale file never makes `down` signal an unrelated process.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import threading
@@ -40,8 +41,10 @@ class LabCluster:
     """One lab cluster as callers use it. Paths are absolute strings so the value is JSON-plain.
 
     `host` is the cluster's own loopback address (127.0.<index>.1): its API server, etcd and
-    controllers listen there, hostNetwork pods report it as their IP, and other pods get addresses
-    from `pod_cidr` (127.<index>.0.0/16), so a test-side process can bind any endpoint address.
+    controllers listen there. Pods get addresses from `pod_cidr` (10.<index>.0.0/16; hostNetwork
+    pods get the node's `node_ip` 10.<index>.255.254). The API server reaches a pod address
+    10.<index>.a.b through the lab's egress proxy at its loopback twin 127.<index>.a.b
+    (`loopback_for`), which a test-side process can bind.
     """
 
     name: str
@@ -56,10 +59,25 @@ class LabCluster:
     ports: dict[str, int] = field(default_factory=dict)
     processes: tuple[ProcessRecord, ...] = ()
     etcd_data: str = ""
+    node_ip: str = ""
+    egress_socket: str = ""
 
     @property
     def server(self) -> str:
         return f"https://{self.host}:{self.api_port}"
+
+    @property
+    def loopback_cidr(self) -> str:
+        return f"127.{self.index}.0.0/16"
+
+    def loopback_for(self, pod_address: str) -> str:
+        """The loopback address where the API server's calls to `pod_address` arrive."""
+        pod = ipaddress.IPv4Address(pod_address)
+        network = ipaddress.IPv4Network(self.pod_cidr)
+        if pod not in network:
+            raise LabError(f"{pod_address} is not in cluster {self.name}'s pod network {self.pod_cidr}")
+        twin = ipaddress.IPv4Network(self.loopback_cidr).network_address + (int(pod) - int(network.network_address))
+        return str(twin)
 
     @property
     def logs_dir(self) -> Path:
@@ -69,7 +87,8 @@ class LabCluster:
         return {"name": self.name, "index": self.index, "host": self.host, "api_port": self.api_port,
                 "server": self.server, "kubeconfig": self.kubeconfig, "context": self.context,
                 "ca": self.ca, "dir": self.dir, "pod_cidr": self.pod_cidr, "ports": dict(self.ports),
-                "etcd_data": self.etcd_data, "processes": [p.as_dict() for p in self.processes]}
+                "etcd_data": self.etcd_data, "node_ip": self.node_ip, "egress_socket": self.egress_socket,
+                "processes": [p.as_dict() for p in self.processes]}
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> LabCluster:
@@ -81,7 +100,8 @@ class LabCluster:
                    context=str(data["context"]), ca=str(data["ca"]), dir=str(data["dir"]),
                    pod_cidr=str(data["pod_cidr"]), ports={str(k): int(v) for k, v in ports.items()},
                    processes=tuple(ProcessRecord.from_dict(p) for p in procs),
-                   etcd_data=str(data.get("etcd_data") or ""))
+                   etcd_data=str(data.get("etcd_data") or ""), node_ip=str(data.get("node_ip") or ""),
+                   egress_socket=str(data.get("egress_socket") or ""))
 
     def with_process(self, record: ProcessRecord) -> LabCluster:
         kept = tuple(p for p in self.processes if p.component != record.component)

@@ -2,14 +2,17 @@
 
 How a call reaches the test (see docs/lab.md, "Serving a Service from a test"):
 
-1. A Pod selected by the Service is scheduled on the cluster's kwok node. kwok gives it an IP on the
-   host's loopback: hostNetwork pods get the cluster's host address 127.0.<i>.1, other pods one from
-   127.<i>.0.0/16. kube-controller-manager writes that IP into the Service's EndpointSlice.
+1. A Pod selected by the Service is scheduled on the cluster's kwok node. kwok gives it an address
+   in the cluster's pod network 10.<i>.0.0/16 (hostNetwork pods: the node's 10.<i>.255.254), and
+   kube-controller-manager writes it into the Service's EndpointSlice. (EndpointSlices refuse
+   loopback addresses, so pods cannot simply get 127.x addresses.)
 2. The API server runs with `--enable-aggregator-routing=true`, so for a webhook or APIService that
-   names a Service it dials the EndpointSlice address and port (never the unroutable ClusterIP),
-   with TLS server name `<service>.<namespace>.svc`.
-3. `serve_service` reads that endpoint, binds an HTTPS server exactly there, with a certificate for
-   the Service's DNS names from a CA whose PEM (`ca_bundle`) the caller puts in `caBundle`.
+   names a Service it dials the EndpointSlice address and port (never the ClusterIP), with TLS
+   server name `<service>.<namespace>.svc`, through its egress selector: the lab's CONNECT proxy
+   (fleetplan.lab.egress) lands 10.<i>.a.b:port on 127.<i>.a.b:port.
+3. `serve_service` reads that endpoint and binds an HTTPS server on its loopback twin, with a
+   certificate for the Service's DNS names from a CA whose PEM (`ca_bundle`) the caller puts in
+   `caBundle`.
 
 The server records every request (and the TLS server name the client asked for), so a test can
 assert that the API server really called it. Handlers are plain functions of `WebhookRequest`.
@@ -122,6 +125,10 @@ class _Server(ThreadingHTTPServer):
         finally:
             with self.recorder.lock:
                 self.connections.discard(tls)
+            # wrap_socket detached the original socket, so socketserver's own close misses this one.
+            with contextlib.suppress(OSError):
+                tls.shutdown(socket.SHUT_RDWR)
+            tls.close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # handshake failures and resets are the client's business; requests are recorded
@@ -232,7 +239,7 @@ class ServiceServer:
 
 def find_endpoint(cluster: LabCluster, namespace: str, service: str, port: str | int | None = None,
                   timeout: float = 120.0) -> tuple[str, int]:
-    """The (address, port) the API server will dial for `service`: a ready EndpointSlice endpoint.
+    """The (pod address, port) the API server will dial for `service`: a ready EndpointSlice endpoint.
 
     `port` picks the Service port by name or by port number; None means the Service's only port.
     Waits for the slice, because kwok and the EndpointSlice controller need a moment after a rollout.
@@ -263,6 +270,11 @@ def find_endpoint(cluster: LabCluster, namespace: str, service: str, port: str |
 def serve_service(cluster: LabCluster, namespace: str, service: str, handler: Handler, *,
                   port: str | int | None = None, ca: CertificateAuthority | None = None,
                   timeout: float = 120.0) -> ServiceServer:
-    """Find `service`'s endpoint in `cluster` and start a server there; stop it when done."""
+    """Find `service`'s endpoint in `cluster` and start a server where its calls arrive.
+
+    The server listens on the endpoint's loopback twin (`cluster.loopback_for(address)`) and the
+    endpoint's port; stop it (or leave the `with` block) when done.
+    """
     address, number = find_endpoint(cluster, namespace, service, port, timeout)
-    return ServiceServer(address, number, service_dns_names(service, namespace), handler, ca).start()
+    return ServiceServer(cluster.loopback_for(address), number, service_dns_names(service, namespace),
+                         handler, ca).start()

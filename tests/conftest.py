@@ -1,0 +1,144 @@
+"""Shared fixtures: the session lab of real Kubernetes control planes, clients and namespaces.
+
+`lab` starts 3 clusters (c1, c2, c3) in parallel once per session and stops them at the end, or
+reuses a running lab when `$FLEETPLAN_LAB_DIR` names one that is up (then it is left running).
+When the binaries are missing or the lab cannot start, tests that need it are skipped with the
+reason, except under `CI=true`, where they fail: CI must never pass by skipping the real clusters.
+
+When a test that used the lab fails, the tails of every component's log are attached to its report.
+
+Helpers for tests:
+    lab                   fleetplan.lab.Lab: .clusters (LabCluster), lab["c2"], .kubeconfig (merged)
+    lab_client(cluster, token=None, cert=None) -> kubernetes ApiClient: admin unless a bearer token
+                          or a (cert, key) path pair is given
+    lab_namespace(cluster) -> name of a fresh namespace, deleted after the test
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetplan.errors import FleetplanError
+from fleetplan.lab import Lab, LabCluster
+
+LAB_CLUSTERS = 3
+_ACTIVE: dict[str, Lab] = {}
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def _unavailable(message: str) -> None:
+    if _in_ci():
+        pytest.fail(f"{message} (CI=true: the lab is required)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    from fleetplan.lab import down, up, wait_until_up
+
+    env_dir = os.environ.get("FLEETPLAN_LAB_DIR")
+    if env_dir:
+        try:
+            found = wait_until_up(env_dir, timeout=30)
+        except FleetplanError as err:
+            found = None
+            _unavailable(f"the lab in FLEETPLAN_LAB_DIR={env_dir} is unreadable: {err}")
+        if found is not None and found.up and len(found.lab.clusters) >= LAB_CLUSTERS:
+            _ACTIVE["lab"] = found.lab
+            yield found.lab  # someone else's lab: never stopped here
+            return
+    lab_dir = Path(env_dir) if env_dir else tmp_path_factory.mktemp("lab")
+    try:
+        started = up(LAB_CLUSTERS, "c", lab_dir)
+    except FleetplanError as err:
+        _unavailable(f"the lab could not start: {err}")
+        raise  # unreachable: skip/fail raise; keeps type checkers honest
+    _ACTIVE["lab"] = started
+    try:
+        yield started
+    finally:
+        _ACTIVE.pop("lab", None)
+        down(lab_dir)
+
+
+@pytest.fixture(scope="session")
+def lab_client(lab: Lab) -> Iterator[Callable[..., Any]]:
+    """A factory of kubernetes ApiClients for lab clusters; all are closed at session end."""
+    from kubernetes import client, config
+
+    made: list[Any] = []
+
+    def make(cluster: LabCluster | str, token: str | None = None,
+             cert: tuple[Path, Path] | None = None) -> Any:
+        target = lab[cluster] if isinstance(cluster, str) else cluster
+        if token is None and cert is None:
+            api = config.new_client_from_config(config_file=target.kubeconfig, context=target.context)
+        else:
+            conf = client.Configuration()
+            conf.host = target.server
+            conf.ssl_ca_cert = target.ca
+            if token is not None:
+                conf.api_key = {"authorization": f"Bearer {token}"}
+            if cert is not None:
+                conf.cert_file, conf.key_file = str(cert[0]), str(cert[1])
+            api = client.ApiClient(conf)
+        made.append(api)
+        return api
+
+    yield make
+    for api in made:
+        api.close()
+
+
+@pytest.fixture
+def lab_namespace(request: pytest.FixtureRequest, lab: Lab,
+                  lab_client: Callable[..., Any]) -> Iterator[Callable[[LabCluster | str], str]]:
+    """`lab_namespace(cluster)` creates a uniquely named namespace there; deleted after the test."""
+    from kubernetes import client
+
+    created: list[tuple[Any, str]] = []
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+
+    def make(cluster: LabCluster | str) -> str:
+        core = client.CoreV1Api(lab_client(cluster))
+        name = f"t-{slug}-{uuid.uuid4().hex[:6]}"
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+            name=name, labels={"fleetplan.dev/test": "true"})))
+        created.append((core, name))
+        return name
+
+    yield make
+    for core, name in created:
+        try:
+            core.delete_namespace(name)
+        except client.ApiException as err:
+            if err.status != 404:
+                raise
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    running = _ACTIVE.get("lab")
+    if report.failed and running is not None and "lab" in getattr(item, "fixturenames", ()):
+        from fleetplan.lab.processes import log_tail
+
+        parts = []
+        for cluster in running.clusters:
+            for proc in cluster.processes:
+                tail = log_tail(proc.log, 12)
+                if tail:
+                    parts.append(f"--- {cluster.name}/{proc.component} ({proc.log})\n{tail}")
+        if parts:
+            report.sections.append(("lab component logs (tails)", "\n".join(parts)))
