@@ -132,17 +132,17 @@ def run(stack: str, lab_dir: Path, stop_lab: bool) -> None:
     print(f"""
 Try next:
   export KUBECONFIG={lab.kubeconfig}
-  fleetplan plan -f {fleet}            # no changes
-  fleetplan graph -f {fleet}           # the dependency graph
-  fleetplan state list -f {fleet}      # what fleetplan manages
-  fleetplan destroy -f {fleet}         # tear it down again
-  fleetplan lab down --dir {lab_dir}   # stop the lab
+  fleetplan plan -f {fleet}          # no changes
+  fleetplan graph -f {fleet}         # the dependency graph
+  fleetplan state list -f {fleet}    # what fleetplan manages
+  fleetplan destroy -f {fleet}       # tear it down again
+  fleetplan lab down --dir {lab_dir}
 """ if not stop_lab else "")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m fleetplan.lab.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", choices=sorted(VERSIONS), default=os.environ.get("FLEETPLAN_DEMO_STACK", "antrea"))
+    parser.add_argument("--stack", choices=sorted(VERSIONS), default=os.environ.get("FLEETPLAN_DEMO_STACK", "ocm"))
     parser.add_argument("--dir", type=Path, default=None,
                         help="the lab directory (default: $FLEETPLAN_LAB_DIR or ./.lab)")
     parser.add_argument("--down", action="store_true", help="stop the lab at the end")
