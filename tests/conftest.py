@@ -43,6 +43,18 @@ def _unavailable(message: str) -> None:
 
 
 @pytest.fixture(scope="session")
+def lab_bin() -> Path:
+    """The directory of the lab's binaries (skipped, or failed under CI, when they are missing)."""
+    from fleetplan.lab.binaries import find_bin_dir
+
+    try:
+        return find_bin_dir()
+    except FleetplanError as err:
+        _unavailable(f"the lab's binaries are unavailable: {err}")
+        raise
+
+
+@pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     from fleetplan.lab import down, up, wait_until_up
 

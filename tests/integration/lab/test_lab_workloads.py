@@ -5,8 +5,8 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from labkit import wait_until
 from kubernetes import client
+from labkit import wait_until
 
 pytestmark = pytest.mark.integration
 
