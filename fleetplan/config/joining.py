@@ -1,8 +1,9 @@
 """Join files: what a member-only fleet knows about a leader it holds no credentials for.
 
 The format is Antrea's `ClusterSetJoinConfig` (as `antctl mc get joinconfig` and
-`fleetplan join-config export` write it), optionally followed in the same file by the member's
-token Secret, or naming a Secret manifest beside it with `tokenSecretFile`:
+`fleetplan join-config export` write it), optionally followed in the same file by exactly one more
+document, the member's token Secret (`v1`, `Secret`, type Opaque), or naming a Secret manifest
+beside it with `tokenSecretFile`. Any other document is an error located in the file:
 
     apiVersion: multicluster.antrea.io/v1alpha1
     kind: ClusterSetJoinConfig
@@ -129,8 +130,13 @@ def load_join_config(file: Path) -> JoinBundle:
     docs = read_yaml_documents(file, what="join file")
     own = next((d for d in docs if d.data.get("kind") == "JoinConfig"), None)
     if own is not None:
+        if len(docs) > 1:
+            extra = next(d for d in docs if d is not own)
+            raise _problem(extra, _first_key(extra), "a fleetplan JoinConfig file holds exactly one document",
+                           "remove the other documents; the token is the JoinConfig's `token` field")
         return _load_own(own)
-    head = next((d for d in docs if d.data.get("kind") == JOIN_KIND), docs[0])
+    head = docs[0]
+    _check_documents(docs)
     try:
         join = JoinConfigFile.model_validate(head.data)
     except ValidationError as err:
@@ -155,6 +161,31 @@ def load_join_config(file: Path) -> JoinBundle:
                       leader_api_server=join.leader_api_server, leader_namespace=join.leader_namespace,
                       member=join.cluster_id or None, member_namespace=join.namespace or None,
                       has_token=has_token)
+
+
+def _first_key(doc: YamlDocument) -> tuple[str, ...]:
+    """Where a document starts (a later document's root has no position of its own)."""
+    return tuple(str(k) for k in list(doc.data)[:1])
+
+
+def _check_documents(docs: list[YamlDocument]) -> None:
+    """Antrea's layout exactly: the ClusterSetJoinConfig, then optionally the token Secret."""
+    if docs[0].data.get("kind") != JOIN_KIND and any(d.data.get("kind") == JOIN_KIND for d in docs):
+        raise _problem(docs[0], _first_key(docs[0]), f"the first document must be the {JOIN_KIND}",
+                       "put the join config first and the token Secret after it, as antctl writes them")
+    if len(docs) > 2:
+        raise _problem(docs[2], _first_key(docs[2]), f"a join file holds the {JOIN_KIND} and at most one token Secret; "
+                       f"found {len(docs)} documents", "remove the extra documents")
+    if len(docs) == 2:
+        secret = docs[1]
+        for key, want in (("apiVersion", "v1"), ("kind", "Secret")):
+            if secret.data.get(key) != want:
+                raise _problem(secret, (key,) if key in secret.data else _first_key(secret),
+                               f"the second document must be the member's token Secret ({key}: {want})",
+                               "export the file again from the leader's fleet")
+        if secret.data.get("type", "Opaque") != "Opaque":
+            raise _problem(secret, ("type",), "the token Secret must be of type Opaque (what the member "
+                           "controller reads)", "write type: Opaque")
 
 
 def _load_own(doc: YamlDocument) -> JoinBundle:

@@ -81,6 +81,17 @@ _CONTEXT_DOC = "Context in the kubeconfig. Default: its current-context."
 _CA_DOC = "Optional pin of the API server's CA certificate, checked on every connection."
 
 
+class SecretKeyRef(Model):
+    name: DnsLabel = Field(description="Name of a Secret in the Fleet resource's namespace. Required.")
+    key: str = Field("kubeconfig", description="Key in the Secret's data holding the kubeconfig. "
+                     "Default kubeconfig.")
+
+
+_KUBECONFIG_SECRET_DOC = ("Controller mode (`fleetplan controller`): the Secret holding this "
+                          "cluster's kubeconfig; it is written to a private temporary file for each "
+                          "reconcile and replaces `kubeconfig`. The CLI does not read it. Default: unset.")
+
+
 class Leader(Model):
     name: DnsLabel | None = Field(None, description="Cluster ID of the leader (the OCM hub). Required "
                                   "unless joinConfig is set, where it defaults to the join file's.")
@@ -93,6 +104,7 @@ class Leader(Model):
                                              "`fleetplan join-config export` or an Antrea "
                                              "ClusterSetJoinConfig. fleetplan then needs no "
                                              "credentials for the leader. Default: unset.")
+    kubeconfig_secret: SecretKeyRef | None = Field(None, description=_KUBECONFIG_SECRET_DOC)
 
 
 class Member(Model):
@@ -104,6 +116,7 @@ class Member(Model):
     ca_sha256: Sha256 | None = Field(None, description=_CA_DOC)
     labels: dict[str, str] = Field(default_factory=dict, description="Labels (OCM cluster labels). "
                                    "Default: none.")
+    kubeconfig_secret: SecretKeyRef | None = Field(None, description=_KUBECONFIG_SECRET_DOC)
 
 
 class Tokens(Model):
@@ -156,6 +169,20 @@ class State(Model):
                                        "Lease. Default fleetplan-system.")
     secret_name: DnsLabel | None = Field(None, description="kubernetes: Secret (and Lease) name. "
                                          "Default fleetplan-state-<metadata.name>.")
+    kubeconfig: ResolvedPath | None = Field(None, description="kubernetes: kubeconfig of a cluster "
+                                            "outside the fleet that holds the state (e.g. a management "
+                                            "cluster shared by CI runners); takes precedence over "
+                                            "cluster. Default: unset.")
+    context: str | None = Field(None, description="kubernetes: context in state.kubeconfig. Default: "
+                                "its current-context.")
+    lease_duration: Duration = Field("30s", description="kubernetes: how long the lock Lease holds "
+                                     "without renewal. The holder renews it every third of this; "
+                                     "a holder that dies loses the lock this long after its last "
+                                     "renewal. Default 30s.")
+
+    @property
+    def lease_duration_seconds(self) -> int:
+        return parse_duration(self.lease_duration)
 
 
 class AntreaImages(Model):
@@ -169,6 +196,11 @@ class AntreaOptions(Model):
     member_namespace: DnsLabel = Field("kube-system", description="Namespace of the member controller, "
                                        "its token Secret and ClusterSet. Default kube-system.")
     images: AntreaImages = Field(default_factory=AntreaImages, description="Image overrides. Default: none.")
+    join_members: tuple[DnsLabel, ...] = Field((), description="Members run by other teams: the leader "
+                                               "gets their ServiceAccount, RoleBinding (and, with "
+                                               "tokens.kind secret, token Secret), and `fleetplan "
+                                               "join-config export --member NAME` hands out their join "
+                                               "file. fleetplan connects to none of them. Default: none.")
 
 
 class ClusterManagerOptions(Model):

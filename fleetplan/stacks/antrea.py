@@ -89,6 +89,13 @@ def desired_fleet(fleet: Fleet, *, bundles: BundleSource | None = None,
                                                             if d.severity == "warning"))
 
 
+def leader_server(fleet: Fleet) -> str:
+    """How members reach the leader: `leader.apiServer`, else the leader kubeconfig's server
+    (or the join file's, in a member-only fleet)."""
+    join = read_join_config(fleet.spec.leader.join_config) if fleet.spec.leader.join_config else None
+    return _leader_server(fleet, join, None)
+
+
 def _leader_server(fleet: Fleet, join: JoinConfig | None, given: str | None) -> str:
     if join is not None:
         return join.leader_api_server
@@ -161,7 +168,19 @@ def _leader_resources(fleet: Fleet, source: BundleSource) -> list[DesiredResourc
     names = [SHARED_TOKEN_NAME] if shared and spec.members else [m.name for m in spec.members]
     for member in names:
         out += _token_resources(fleet, member, shared, protect)
+    for member in spec.antrea.join_members:
+        out += _join_member_resources(fleet, member, protect)
     return out
+
+
+def _join_member_resources(fleet: Fleet, member: str, protect: bool) -> list[DesiredResource]:
+    """A member run by another team: its identity on the leader, but no token minted here.
+
+    A bound token would be minted and thrown away (nothing in this fleet consumes it), so it is
+    minted by `join-config export` instead, which writes it into the join file. A `secret` token is
+    long-lived and read back by the export, so the leader's plan keeps it."""
+    account, binding, token = _token_resources(fleet, member, False, protect)
+    return [account, binding] if fleet.spec.tokens.kind == "bound" else [account, binding, token]
 
 
 def _token_resources(fleet: Fleet, member: str, shared: bool, protect: bool) -> list[DesiredResource]:

@@ -80,6 +80,7 @@ def preflight(fleet: Fleet, leader_server: str, join: JoinConfig | None) -> list
     leader_id = join.leader_cluster_id if join else fleet.leader_name
     ids.append(("spec.leader.name", leader_id))
     ids += [(f"spec.members[{i}].name", m.name) for i, m in enumerate(spec.members)]
+    ids += [(f"spec.antrea.joinMembers[{i}]", name) for i, name in enumerate(spec.antrea.join_members)]
     for path, cluster_id in ids:
         found += _id_problems(path, cluster_id)
     found += dash_prefix_problems(ids)
@@ -94,6 +95,10 @@ def preflight(fleet: Fleet, leader_server: str, join: JoinConfig | None) -> list
         found.append(Diagnostic(SHARED_WARNING, address="spec.tokens.strategy", severity="warning"))
     if join is not None:
         found += _join_problems(fleet, join)
+        if spec.antrea.join_members:
+            found.append(Diagnostic("a member-only fleet cannot hand out join files",
+                                    address="spec.antrea.joinMembers",
+                                    hint="list join members in the leader's fleet"))
     return found
 
 
@@ -122,6 +127,18 @@ def dash_prefix_problems(ids: list[tuple[str, str]]) -> list[Diagnostic]:
 
 
 def _loopback_problems(fleet: Fleet, leader_server: str) -> list[Diagnostic]:
+    found = []
+    if is_loopback(leader_server) and fleet.spec.antrea.join_members:
+        # Where another team's member runs is unknown here; the join file would carry this address.
+        found.append(Diagnostic(
+            f"the leader's API server {leader_server} is a loopback address; join files exported for "
+            f"{', '.join(fleet.spec.antrea.join_members)} will only work on this machine",
+            address="spec.leader.apiServer", severity="warning",
+            hint="set spec.leader.apiServer to an address the members can reach"))
+    return found + _remote_member_problems(fleet, leader_server)
+
+
+def _remote_member_problems(fleet: Fleet, leader_server: str) -> list[Diagnostic]:
     if not is_loopback(leader_server) or not fleet.spec.members:
         return []
     remote = []

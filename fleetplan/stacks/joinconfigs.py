@@ -172,13 +172,14 @@ def write_private_file(path: Path, text: str) -> None:
     """Write `text` to `path` with mode 0600 from the first byte (never world-readable, even briefly)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # O_EXCL: never write into a file someone else created (with wider permissions) at this name.
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
