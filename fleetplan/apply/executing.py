@@ -9,6 +9,8 @@ Invariants:
   operation is idempotent (server-side apply, delete-if-present, mint-a-token), so a retry after an
   unknown outcome is safe.
 - `refresh-only` plans never write to a cluster.
+- A step on a cluster the caller did not connect (one that left the fleet; the plan recorded how to
+  reach it in `plan.clusters`) gets a connection made from that record, once.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from fleetplan.addrs import Address
 from fleetplan.errors import ApplyError
 from fleetplan.live import handlers
-from fleetplan.live.clusters import Cluster, TransientClusterError
+from fleetplan.live.clusters import Cluster, KubeCluster, TransientClusterError
 from fleetplan.plan import bodies
 from fleetplan.plan.model import Action, Mode, Plan, Step
 from fleetplan.stacks.desired import Ref, Template
@@ -48,6 +50,7 @@ class ClusterExecutor:
         self._backoff = backoff
         self._sleep = sleep
         self._results: dict[Address, handlers.Result] = {}
+        self._extra: dict[str, Cluster] = {}  # connections made here from `plan.clusters`
         self._lock = threading.Lock()
 
     def execute(self, step: Step, progress: Progress) -> handlers.Result:
@@ -125,10 +128,14 @@ class ClusterExecutor:
     # -- plumbing ------------------------------------------------------------------------------
 
     def _cluster(self, address: Address) -> Cluster:
-        try:
-            return self._clusters[address.cluster]
-        except KeyError:
-            raise ApplyError(f"no connection for cluster {address.cluster}", address=str(address)) from None
+        name = address.cluster
+        with self._lock:
+            found = self._clusters.get(name) or self._extra.get(name)
+            if found is None and name in self._plan.clusters:
+                found = self._extra[name] = KubeCluster(self._plan.clusters[name])
+        if found is None:
+            raise ApplyError(f"no connection for cluster {name}", address=str(address))
+        return found
 
     def _retrying(self, operation: Callable[[], Any], step: Step, progress: Progress) -> Any:
         attempt = 0

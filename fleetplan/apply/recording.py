@@ -9,6 +9,9 @@ Invariants (DESIGN section 5):
 - A failed step keeps its journal entry: its side effect may have happened, so the next plan
   re-reads that address.
 - Only hashes of secret outputs are recorded.
+- How each cluster was reached (`plan.clusters`: paths and names, no credentials) is recorded for
+  the clusters that hold recorded objects, so a later plan can still delete objects on a cluster
+  that has left the fleet.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ class StateRecorder(Hook):
 
     def plan_starting(self, plan: Plan) -> None:
         self._mode = plan.mode
+        if plan.clusters and self._mode != Mode.REFRESH_ONLY:
+            self.state = self.state.with_clusters({n: a.as_dict() for n, a in plan.clusters.items()})
         planned = {s.address for s in plan.steps}
         stale = [e for e in self.state.journal if e.address in planned]
         if stale:  # the plan already accounts for what earlier runs left unfinished
@@ -91,7 +96,7 @@ class StateRecorder(Hook):
         )
 
     def _persist(self) -> None:
-        self.state = self.store.persist(self.state)
+        self.state = self.store.persist(self.state.pruned_clusters())
 
 
 def _now() -> str:

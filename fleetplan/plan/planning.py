@@ -13,7 +13,10 @@ Rules (DESIGN section 4):
   consumer that must be written while its source is unchanged forces the source to run again if
   the source's outputs cannot be read back (a minted token is never stored).
 - `--target` keeps the targets and their dependencies; destroy refuses `prevent_destroy` resources
-  unless forced.
+  unless forced; with `force`, every delete step carries `options.force` so handlers that guard a
+  removal (the OCM ManifestWork guard) let it through.
+- A cluster that has left the fleet but still holds recorded objects is reached the way the state
+  recorded (`State.clusters`), so its objects are deleted, not orphaned.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from fleetplan.diff.changes import KNOWN_AFTER_APPLY, SENSITIVE, SENSITIVE_KNOWN
 from fleetplan.errors import ClusterError, Diagnostic, PlanError
 from fleetplan.graph.building import ResourceGraph, build_graph
 from fleetplan.live import handlers, reading
-from fleetplan.live.clusters import Cluster, Obj
+from fleetplan.live.clusters import Cluster, KubeCluster, Obj
 from fleetplan.live.kubeconfigs import ClusterAccess
 from fleetplan.plan import bodies
 from fleetplan.plan.model import Action, Mode, Plan, Step
@@ -57,6 +60,7 @@ def plan_fleet(
     accesses: Mapping[str, ClusterAccess] | None = None,
 ) -> Plan:
     """Read the clusters and decide every step; raises `ClusterError` if a cluster cannot be read."""
+    clusters, accesses = _with_retired_clusters(clusters, accesses, state)
     graph = build_graph(desired.resources)
     wanted = read_set(desired, state)
     snapshot, problems = reading.read_snapshot(clusters, desired.fleet_name, wanted)
@@ -73,6 +77,40 @@ def plan_fleet(
         read_set=tuple(sorted(wanted.items(), key=lambda item: str(item[0]))),
         clusters=dict(accesses or {}),
     )
+
+
+def _with_retired_clusters(
+    clusters: Mapping[str, Cluster], accesses: Mapping[str, ClusterAccess] | None, state: State | None
+) -> tuple[Mapping[str, Cluster], Mapping[str, ClusterAccess] | None]:
+    """Add connections to clusters the fleet no longer names but the state still holds objects on."""
+    if state is None:
+        return clusters, accesses
+    held = {a.cluster for a in state.resources} | {e.address.cluster for e in state.journal}
+    retired = {
+        name: ClusterAccess.from_dict(dict(state.clusters[name]))
+        for name in sorted(held)
+        if name not in clusters and name in state.clusters
+    }
+    if not retired:
+        return clusters, accesses
+    connected: dict[str, Cluster] = {}
+    problems: list[Diagnostic] = []
+    for name, access in retired.items():
+        try:
+            connected[name] = KubeCluster(access)
+        except ClusterError as err:
+            problems.append(
+                Diagnostic(
+                    f"cluster {name} left the fleet but the state still holds objects fleetplan created "
+                    f"there, and it cannot be reached to delete them: {err.diagnostics[0].summary}",
+                    address=name,
+                    hint=f"restore access to {name} (kubeconfig {access.kubeconfig_path()}), or forget "
+                    f"its objects with `fleetplan state rm` and clean the cluster up by hand",
+                )
+            )
+    if problems:
+        raise ClusterError(problems)
+    return {**clusters, **connected}, {**(accesses or {}), **retired}
 
 
 def read_set(desired: DesiredFleet, state: State | None) -> dict[Address, str]:
@@ -363,7 +401,7 @@ def _deletions(
             api_version=api_version,
             depends_on=tuple(sorted(dependents[address], key=str)),
             live_uid=(live or {}).get("metadata", {}).get("uid"),
-            options={"forget": True} if forget else {},
+            options={"forget": True} if forget else {"force": True} if options.force else {},
             readiness=desired[address].readiness if address in desired else Readiness(),
         )
     return [steps[a] for a in _deletion_order(steps)]

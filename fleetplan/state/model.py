@@ -5,6 +5,9 @@ Invariants:
 - No secret value is ever held here: sensitive outputs are kept only as `sha256:` hashes.
 - `lineage` is fixed when a state is first created; `serial` grows by one on every write (the store
   enforces it). Together they let a saved plan detect that the state moved underneath it.
+- `clusters` records how each cluster that holds recorded objects was reached (kubeconfig path,
+  context, CA pin: names and paths only, never credentials), so objects on a cluster that has left
+  the fleet can still be found and deleted. It is an optional key: older states read as empty.
 - The JSON form carries `format_version`; reading a newer version is refused, older ones are
   upgraded step by step by `_UPGRADES` (format 1 is the first, so the chain is empty today).
 """
@@ -58,6 +61,8 @@ class State:
     resources: Mapping[Address, ResourceRecord] = field(default_factory=dict)
     journal: tuple[JournalEntry, ...] = ()
     format_version: int = FORMAT_VERSION
+    # cluster name -> how it was reached ({"name", "kubeconfig", "context", "caSha256"}).
+    clusters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def new(cls, fleet: str) -> State:
@@ -78,6 +83,16 @@ class State:
 
     def journal_for(self, address: Address) -> JournalEntry | None:
         return next((e for e in self.journal if e.address == address), None)
+
+    def with_clusters(self, accesses: Mapping[str, Mapping[str, Any]]) -> State:
+        """Record how clusters are reached (newer entries win); see `pruned_clusters`."""
+        return replace(self, clusters={**self.clusters, **{k: dict(v) for k, v in accesses.items()}})
+
+    def pruned_clusters(self) -> State:
+        """Only the clusters that still hold a recorded or journaled object."""
+        used = {a.cluster for a in self.resources} | {e.address.cluster for e in self.journal}
+        kept = {k: v for k, v in self.clusters.items() if k in used}
+        return self if len(kept) == len(self.clusters) else replace(self, clusters=kept)
 
 
 def secret_hash(value: str | bytes) -> str:
@@ -102,6 +117,7 @@ def to_dict(state: State) -> dict[str, Any]:
             }
             for e in state.journal
         ],
+        **({"clusters": {k: dict(state.clusters[k]) for k in sorted(state.clusters)}} if state.clusters else {}),
     }
 
 
@@ -140,6 +156,7 @@ def from_dict(data: Any, *, source: str) -> State:
                 )
                 for e in data.get("journal", [])
             ),
+            clusters={str(k): dict(v) for k, v in (data.get("clusters") or {}).items()},
         )
     except (KeyError, TypeError, ValueError) as err:
         raise StateError(

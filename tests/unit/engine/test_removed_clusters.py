@@ -1,0 +1,95 @@
+"""Objects on a cluster that left the fleet stay reachable, and `--force` reaches delete handlers.
+
+A cluster removed from fleet.yaml (an OCM spoke, an Antrea member) still holds what fleetplan
+created there; the state records how it was reached, so the next plan can connect to it and delete
+those objects instead of failing with "no connection" or orphaning them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fleetplan.addrs import Address
+from fleetplan.apply.recording import StateRecorder
+from fleetplan.errors import ClusterError
+from fleetplan.graph.building import build_graph
+from fleetplan.live import reading
+from fleetplan.live.clusters import KubeCluster
+from fleetplan.live.kubeconfigs import ClusterAccess
+from fleetplan.plan import planning
+from fleetplan.plan.model import Action, Mode, Plan, Step
+from fleetplan.stacks.desired import DesiredFleet, DesiredResource
+from fleetplan.state import model
+from fleetplan.state.storing import LocalStateStore
+
+GONE = Address.parse("west/core/ConfigMap/apps/settings")
+KEPT = Address.parse("hub/core/ConfigMap/apps/settings")
+
+
+def _kubeconfig(tmp: Path, name: str) -> Path:
+    path = tmp / f"{name}.kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": name,
+        "clusters": [{"name": name, "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": name, "user": {"token": "not-used"}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}]}))
+    return path
+
+
+def _state(tmp: Path, kubeconfig: Path | None) -> model.State:
+    state = model.State.new("demo")
+    for address in (GONE, KEPT):
+        state = state.with_record(model.ResourceRecord(address, "v1", uid="u"))
+    if kubeconfig is not None:
+        state = state.with_clusters({"west": ClusterAccess("west", str(kubeconfig), "west").as_dict()})
+    return state
+
+
+def test_a_cluster_that_left_the_fleet_is_reached_as_the_state_recorded(tmp_path: Path) -> None:
+    state = _state(tmp_path, _kubeconfig(tmp_path, "west"))
+    clusters, accesses = planning._with_retired_clusters({}, {}, state)
+    assert isinstance(clusters["west"], KubeCluster) and clusters["west"].name == "west"
+    assert accesses is not None and accesses["west"].context == "west"
+    # A cluster the fleet still names is connected by the caller, never replaced.
+    mine = {"west": clusters["west"]}
+    assert planning._with_retired_clusters(mine, {}, state)[0] is mine
+
+
+def test_an_unreachable_retired_cluster_is_a_clear_error(tmp_path: Path) -> None:
+    state = _state(tmp_path, tmp_path / "missing.kubeconfig")
+    with pytest.raises(ClusterError) as info:
+        planning._with_retired_clusters({}, {}, state)
+    diagnostic = info.value.diagnostics[0]
+    assert "west left the fleet" in diagnostic.summary and "does not exist" in diagnostic.summary
+    assert "state rm" in (diagnostic.hint or "")
+
+
+def test_the_recorder_keeps_how_clusters_were_reached_while_they_hold_objects(tmp_path: Path) -> None:
+    store = LocalStateStore(tmp_path / "state.json")
+    accesses = {n: ClusterAccess(n, f"/k/{n}", n) for n in ("hub", "west")}
+    plan = Plan("demo", Mode.NORMAL, (Step(KEPT, Action.CREATE, "t", api_version="v1"),), None, 0, "",
+                clusters=accesses)
+    recorder = StateRecorder(store, None, "demo")
+    recorder.plan_starting(plan)
+    recorder.step_starting(plan.steps[0])
+    saved = store.read()
+    assert saved is not None and set(saved.clusters) == {"hub"}  # west holds nothing: not kept
+    assert saved.clusters["hub"] == {"name": "hub", "kubeconfig": "/k/hub", "context": "hub", "caSha256": None}
+    assert model.from_dict(json.loads(model.dumps(saved)), source="t").clusters == saved.clusters
+
+
+def test_force_reaches_every_delete_step(tmp_path: Path) -> None:
+    desired = DesiredFleet("demo", (DesiredResource(KEPT, {"apiVersion": "v1", "kind": "ConfigMap"}),))
+    state = _state(tmp_path, None)
+    snapshot = reading.Snapshot({GONE: {"metadata": {"uid": "u"}}, KEPT: {"metadata": {"uid": "u"}}})
+
+    def deletes(force: bool) -> dict[str, object]:
+        plan = planning.decide(desired, build_graph(desired.resources), state, snapshot,
+                               lambda _a, body: body, planning.Options(force=force))
+        return {str(s.address): dict(s.options) for s in plan.steps if s.action == Action.DELETE}
+
+    assert deletes(False) == {str(GONE): {}}
+    assert deletes(True) == {str(GONE): {"force": True}}
