@@ -204,6 +204,11 @@ def _confirm(mode: Mode) -> None:
 @file_option
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
 @click.option(
+    "--force",
+    is_flag=True,
+    help="Let removals through that are otherwise refused (lifecycle.preventDestroy, OCM ManifestWork guard).",
+)
+@click.option(
     "--parallelism",
     default=DEFAULT_PARALLELISM,
     show_default=True,
@@ -220,6 +225,7 @@ def apply(
     plan_path: str | None,
     fleet_file: str,
     auto_approve: bool,
+    force: bool,
     parallelism: int,
     targets: tuple[str, ...],
     as_json: bool,
@@ -237,6 +243,7 @@ def apply(
         parallelism=parallelism,
         as_json=as_json,
         color=color_enabled(no_color),
+        force=force,
         targets=targets,
     )
 
