@@ -1,0 +1,57 @@
+"""A test-only hook that SIGKILLs the running process at an exact step boundary.
+
+Crash-and-resume tests need kills at precise points, which a timer cannot hit. When the variable
+`FLEETPLAN_TEST_KILL_AT` is set to `<point>:<n>`, the n-th (1-based) occurrence of that point kills
+the process with SIGKILL (no cleanup, no finally blocks, the lock file stays), exactly like a
+crash or an OOM kill:
+
+    start:n       after the n-th step's intent was journaled and persisted, before its side effect
+    unrecorded:n  after the n-th finished step's side effect, before the state recorded it
+    finish:n      after the n-th finished step was recorded in the state
+
+Without the variable the hooks are empty and nothing changes. The hooks sit around the state
+recorder: `before` hooks run ahead of it, `after` hooks behind it (see `cli.applying`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from fleetplan.apply.hooks import Hook, Outcome
+from fleetplan.plan.model import Step
+
+ENV_KILL_AT = "FLEETPLAN_TEST_KILL_AT"
+POINTS = ("start", "unrecorded", "finish")
+
+
+class KillSwitch(Hook):
+    """Kills the process at the n-th occurrence of one hook event."""
+
+    def __init__(self, event: str, n: int) -> None:
+        self._event, self._left = event, n
+
+    def _tick(self) -> None:
+        self._left -= 1
+        if self._left == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def step_starting(self, step: Step) -> None:
+        if self._event == "starting" and step.action.has_side_effects:
+            self._tick()
+
+    def step_finished(self, outcome: Outcome) -> None:
+        if self._event == "finished" and outcome.step.action.has_side_effects:
+            self._tick()
+
+
+def kill_switches() -> tuple[list[Hook], list[Hook]]:
+    """(hooks to run before the state recorder, hooks to run after it) from the environment."""
+    spec = os.environ.get(ENV_KILL_AT, "")
+    point, _, count = spec.partition(":")
+    if point not in POINTS or not count.isdigit() or int(count) < 1:
+        return [], []
+    n = int(count)
+    if point == "unrecorded":
+        return [KillSwitch("finished", n)], []
+    return [], [KillSwitch("starting" if point == "start" else "finished", n)]
