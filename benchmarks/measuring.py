@@ -1,0 +1,75 @@
+"""Run one command as a child process and measure it: wall time, CPU time, peak RSS, exit code.
+
+CPU time and peak RSS come from `wait4`'s rusage of the child, which covers the child and every
+descendant it waited for (for the kubectl baseline: bash and each kubectl), so the figures are the
+process's own, unaffected by this harness or the latency proxies running in the parent.
+
+fleetplan runs through `fleetplan_child.py`, the real CLI with a counter on `KubeCluster._call`,
+which writes the requests made to each cluster (by kind of request) to a JSON file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+@dataclass(frozen=True)
+class Measurement:
+    wall_s: float
+    cpu_s: float  # user + system
+    peak_rss_mib: float
+    exit_code: int
+    output: str = ""  # stdout + stderr tail, for diagnosing a failure
+    requests: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # cluster -> kind -> count
+
+
+def measure(argv: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None,
+            timeout: float = 3600.0) -> Measurement:
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env) if env else None, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = start + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.005)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not wait again
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    return Measurement(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0,
+                       os.waitstatus_to_exitcode(status), text[-4000:])
+
+
+def fleetplan_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("FLEETPLAN_DEBUG", None)
+    return env
+
+
+def measure_fleetplan(args: Sequence[str], cwd: Path, timeout: float = 3600.0) -> Measurement:
+    """Run `fleetplan ARGS` (through the counting wrapper) in `cwd`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tally = Path(tmp) / "requests.json"
+        argv = [sys.executable, str(HERE / "fleetplan_child.py"), str(tally), *args]
+        result = measure(argv, cwd, fleetplan_env(), timeout)
+        counts = json.loads(tally.read_text()) if tally.exists() else {}
+    return Measurement(result.wall_s, result.cpu_s, result.peak_rss_mib, result.exit_code, result.output, counts)
