@@ -4,6 +4,8 @@
 #   lab/build.sh            build (or reuse) kube-apiserver, kube-controller-manager, kube-scheduler,
 #                           kubectl, etcd and kwok; print the bin directory on the last line
 #   lab/build.sh --print    print the bin directory without building
+#   lab/build.sh --helm     build (or reuse) only helm; print its path on the last line
+#   lab/build.sh --print-helm   print helm's path without building
 #
 # The cache lives in $FLEETPLAN_LAB_CACHE (default: ${XDG_CACHE_HOME:-~/.cache}/fleetplan/lab).
 # A bin directory is complete when its `.complete` stamp exists, so an interrupted build is redone.
@@ -14,10 +16,25 @@ here=$(cd "$(dirname "$0")" && pwd)
 K8S_VERSION=$(sed -n 's/^KUBERNETES_VERSION=//p' "$here/versions.env")
 ETCD_VERSION=$(sed -n 's/^ETCD_VERSION=//p' "$here/versions.env")
 KWOK_VERSION=$(sed -n 's/^KWOK_VERSION=//p' "$here/versions.env")
+HELM_VERSION=$(sed -n 's/^HELM_VERSION=//p' "$here/versions.env")
 cache=${FLEETPLAN_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetplan/lab}
 key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
 bin="$cache/$key/bin"
+helm_dir="$cache/helm-${HELM_VERSION}"
+# helm has its own cache entry and stamp, so adding or bumping it never invalidates the
+# (long) Kubernetes build above.
+build_helm() {
+  if [ -f "$helm_dir/.complete" ]; then return 0; fi
+  mkdir -p "$helm_dir"
+  echo "building helm $HELM_VERSION into $helm_dir" >&2
+  (cd "$here/go/helm" && CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" -o "$helm_dir/helm" helm.sh/helm/v3/cmd/helm)
+  touch "$helm_dir/.complete"
+}
 if [ "${1:-}" = "--print" ]; then echo "$bin"; exit 0; fi
+if [ "${1:-}" = "--print-helm" ]; then echo "$helm_dir/helm"; exit 0; fi
+if [ "${1:-}" = "--helm" ]; then build_helm; echo "$helm_dir/helm"; exit 0; fi
+build_helm
 if [ -f "$bin/.complete" ]; then echo "$bin"; exit 0; fi
 mkdir -p "$bin"
 export CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"

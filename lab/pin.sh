@@ -29,3 +29,9 @@ cd "$here/go/kwok"
 rm -f go.mod go.sum
 go mod init fleetplan.dev/lab/kwok >/dev/null 2>&1
 go get -tool "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+
+# helm (charts/fleetplan is linted and rendered with it in tests); cached apart from Kubernetes.
+cd "$here/go/helm"
+rm -f go.mod go.sum
+go mod init fleetplan.dev/lab/helm >/dev/null 2>&1
+go get -tool "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"

@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "state": ("fleetplan.cli.stating", "state", "Inspect or edit the state (list|show|rm)."),
     "force-unlock": ("fleetplan.cli.stating", "force_unlock", "Release a lock left by a run that is gone."),
     "graph": ("fleetplan.cli.graphing", "graph", "Print the dependency graph (dot|mermaid)."),
+    "controller": ("fleetplan.cli.controlling", "controller", "Reconcile Fleet resources in a management cluster."),
     "join-config": ("fleetplan.cli.joinconfig", "join_config", "Export a member's join file (Antrea, mode 0600)."),
 }
 

@@ -21,9 +21,9 @@ from fleetplan.errors import ExitCode
 from fleetplan.graph.building import build_graph
 from fleetplan.plan import fleets, planfile, planning, rendering
 from fleetplan.plan.model import Mode, Plan
+from fleetplan.plan.stores import AnyStore, open_store
 from fleetplan.stacks.desired import DesiredFleet
 from fleetplan.state.model import State
-from fleetplan.state.storing import LocalStateStore
 
 file_option = click.option(
     "-f",
@@ -45,13 +45,13 @@ class Session:
 
     fleet: Fleet
     desired: DesiredFleet
-    store: LocalStateStore
+    store: AnyStore
 
     @classmethod
     def open(cls, fleet_file: str, only: tuple[str, ...] = ()) -> Session:
         fleet = load_fleet(fleet_file)
         desired = fleets.desired_for(fleet, only)
-        store = LocalStateStore(fleet.state_path(Path(fleet_file).resolve().parent))
+        store = open_store(fleet, Path(fleet_file).resolve().parent)
         return cls(fleet, desired, store)
 
     def make_plan(self, state: State | None, options: planning.Options) -> Plan:
@@ -132,8 +132,7 @@ def show(planfile_path: str | None, fleet_file: str, as_json: bool, no_color: bo
         print_plan(planfile.load(planfile_path), as_json=as_json, color=color_enabled(no_color))
         return
     fleet = load_fleet(fleet_file)
-    store = LocalStateStore(fleet.state_path(Path(fleet_file).resolve().parent))
-    state = store.read()
+    state = open_store(fleet, Path(fleet_file).resolve().parent).read()
     if state is None:
         click.echo("No state." if not as_json else "{}")
         return

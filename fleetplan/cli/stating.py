@@ -14,12 +14,12 @@ from fleetplan.addrs import Address
 from fleetplan.cli.planning import file_option
 from fleetplan.config.loading import load_fleet
 from fleetplan.errors import StateError
-from fleetplan.state.storing import LocalStateStore
+from fleetplan.plan.stores import AnyStore, open_store
 
 
-def _store(fleet_file: str) -> LocalStateStore:
+def _store(fleet_file: str) -> AnyStore:
     fleet = load_fleet(fleet_file)
-    return LocalStateStore(fleet.state_path(Path(fleet_file).resolve().parent))
+    return open_store(fleet, Path(fleet_file).resolve().parent)
 
 
 @click.group("state")
