@@ -20,7 +20,7 @@ from fleetplan.stacks.desired import DesiredFleet, DesiredResource
 
 STACKS = ("antrea", "ocm", "resources")
 # Modules that register handlers for a stack's operations (imported for their side effect).
-_HANDLER_MODULES = {"ocm": ("fleetplan.live.ocm_handlers",), "antrea": ()}
+_HANDLER_MODULES = {"ocm": ("fleetplan.live.ocm_handlers",), "antrea": ("fleetplan.live.antrea_handlers",)}
 
 
 def desired_for(fleet: Fleet, only: Sequence[str] = ()) -> DesiredFleet:

@@ -138,8 +138,13 @@ def bundle_resources(cluster: str, objects: Sequence[Mapping[str, Any]], *, prot
     return out
 
 
-def _validating_webhook(resources: Sequence[DesiredResource]) -> Address:
-    return next(r.address for r in resources if r.address.kind == "ValidatingWebhookConfiguration")
+def _controller(resources: Sequence[DesiredResource]) -> frozenset[Address]:
+    """The validating webhook configuration and what serves it (Deployment, Service).
+
+    A ClusterSet write passes through that webhook, so the ClusterSet is created after all three
+    and, in reverse, deleted while the controller still answers (failurePolicy is Fail)."""
+    kinds = ("ValidatingWebhookConfiguration", "Deployment", "Service")
+    return frozenset(r.address for r in resources if r.address.kind in kinds)
 
 
 def _leader_resources(fleet: Fleet, source: BundleSource) -> list[DesiredResource]:
@@ -154,13 +159,13 @@ def _leader_resources(fleet: Fleet, source: BundleSource) -> list[DesiredResourc
     objects = render_objects(bundle.objects, RenderOptions(
         spec.version, ANTREA_LAYOUT.upstream_namespace["leader"], ns, images))
     out += bundle_resources(leader, objects, protect=protect)
-    webhook = _validating_webhook(out)
     out.append(DesiredResource(
         Address(leader, MC_GROUP, "ClusterSet", ns, spec.cluster_set.name),
         {"apiVersion": CLUSTERSET_API, "kind": "ClusterSet",
          "metadata": {"name": spec.cluster_set.name, "namespace": ns},
          "spec": {"clusterID": leader, "leaders": [{"clusterID": leader}], "namespace": ns}},
-        depends_on=frozenset({webhook}), prevent_destroy=protect,
+        handler=Handler.ANTREA_LEADER_CLUSTERSET,
+        depends_on=_controller(out), prevent_destroy=protect,
         # Destroying the leader's ClusterSet while members still announce strands them.
         options={"refuseDeleteWhileExist": {"group": MC_GROUP, "kind": "MemberClusterAnnounce",
                                             "namespace": ns}}))
@@ -179,8 +184,11 @@ def _join_member_resources(fleet: Fleet, member: str, protect: bool) -> list[Des
     A bound token would be minted and thrown away (nothing in this fleet consumes it), so it is
     minted by `join-config export` instead, which writes it into the join file. A `secret` token is
     long-lived and read back by the export, so the leader's plan keeps it."""
-    account, binding, token = _token_resources(fleet, member, False, protect)
-    return [account, binding] if fleet.spec.tokens.kind == "bound" else [account, binding, token]
+    account, binding, _ = _token_resources(fleet, member, False, protect)
+    if fleet.spec.tokens.kind == "bound":
+        return [account, binding]
+    # Removing a join member revokes at once: its team may still be joined, which is the point.
+    return [account, binding, _token(fleet, token_name(member), {CLUSTER_ID_ANNOTATION: member}, protect)]
 
 
 def _token_resources(fleet: Fleet, member: str, shared: bool, protect: bool) -> list[DesiredResource]:
@@ -198,7 +206,7 @@ def _token_resources(fleet: Fleet, member: str, shared: bool, protect: bool) -> 
         "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": MEMBER_ROLE},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]},
         prevent_destroy=protect)
-    return [account, binding, _token(fleet, name, annotations, protect)]
+    return [account, binding, _token(fleet, name, annotations, protect, waits_for_leave=not shared)]
 
 
 def token_address(fleet: Fleet, name: str) -> Address:
@@ -208,7 +216,9 @@ def token_address(fleet: Fleet, name: str) -> Address:
     return Address(fleet.leader_name, "", "Secret", ns, name)
 
 
-def _token(fleet: Fleet, name: str, annotations: Mapping[str, str], protect: bool) -> DesiredResource:
+def _token(fleet: Fleet, name: str, annotations: Mapping[str, str], protect: bool,
+           waits_for_leave: bool = False) -> DesiredResource:
+    """The member's token; `waits_for_leave`: its removal waits for the member to leave first."""
     tokens = fleet.spec.tokens
     ns = fleet.spec.cluster_set.namespace
     address = token_address(fleet, name)
@@ -217,14 +227,16 @@ def _token(fleet: Fleet, name: str, annotations: Mapping[str, str], protect: boo
             "apiVersion": f"{TOKEN_GROUP}/v1alpha1", "kind": BOUND_TOKEN_KIND,
             "metadata": {"name": name, "namespace": ns},
             "spec": {"serviceAccount": name, "expirationSeconds": tokens.ttl_seconds}},
-            handler=Handler.BOUND_TOKEN, prevent_destroy=protect,
+            handler=Handler.ANTREA_MEMBER_BOUND_TOKEN if waits_for_leave else Handler.BOUND_TOKEN,
+            prevent_destroy=protect,
             options={"serviceAccount": name, "ttlSeconds": tokens.ttl_seconds,
                      "rotateBeforeSeconds": tokens.rotate_before_seconds})
     return DesiredResource(address, {
         "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
         "metadata": {"name": name, "namespace": ns,
                      "annotations": {"kubernetes.io/service-account.name": name, **annotations}}},
-        handler=Handler.SECRET_TOKEN, prevent_destroy=protect,
+        handler=Handler.ANTREA_MEMBER_SECRET_TOKEN if waits_for_leave else Handler.SECRET_TOKEN,
+        prevent_destroy=protect,
         # The token controller fills data; fleetplan only reads it.
         ignore_paths=frozenset({"data"}), options={"serviceAccount": name})
 
@@ -248,7 +260,7 @@ def _member_resources(fleet: Fleet, source: BundleSource, member: str, leader_id
     objects = render_objects(bundle.objects, RenderOptions(
         spec.version, ANTREA_LAYOUT.upstream_namespace["member"], ns, images))
     out += bundle_resources(member, objects, protect=protect)
-    webhook = _validating_webhook(out)
+    controller = _controller(out)
     shared = spec.tokens.strategy == "shared"
     secret_name = (join.token_secret_name if join and join.token_secret_name
                    else token_name(member, shared))
@@ -274,12 +286,12 @@ def _member_resources(fleet: Fleet, source: BundleSource, member: str, leader_id
          "spec": {"clusterID": member,
                   "leaders": [{"clusterID": leader_id, "server": server, "secret": secret_name}],
                   "namespace": leader_ns}},
-        depends_on=frozenset({webhook, secret.address}) | depends,
+        depends_on=controller | {secret.address} | depends,
         readiness=Readiness(ReadinessKind.CONDITION, condition_type="Ready",
                             description=f"ClusterSet {set_id} Ready on {member}"),
         prevent_destroy=protect)
     if join is not None and not join.has_token:
         # antctl-style join file naming a Secret the member team created themselves.
-        return [*out, replace(cluster_set, depends_on=frozenset({webhook}))]
+        return [*out, replace(cluster_set, depends_on=controller)]
     return [*out, secret, cluster_set]
 

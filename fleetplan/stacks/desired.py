@@ -66,6 +66,12 @@ class Handler(str, Enum):
     # OCM: nothing to do on create; on delete, remove the cluster's CSRs, ManagedCluster and hub
     # namespace. Spoke resources depend on it so that it is deleted after the spoke is unjoined.
     RELEASE_CLUSTER = "release-cluster"
+    # Antrea (fleetplan/live/antrea_handlers.py): the leader ClusterSet, whose deletion refuses while
+    # MemberClusterAnnounces remain (unless forced), and member tokens, whose removal first waits
+    # (bounded) for the member to leave. Otherwise like `apply`, `bound-token` and `secret-token`.
+    ANTREA_LEADER_CLUSTERSET = "antrea-leader-clusterset"
+    ANTREA_MEMBER_BOUND_TOKEN = "antrea-member-bound-token"
+    ANTREA_MEMBER_SECRET_TOKEN = "antrea-member-secret-token"
 
 
 class ReadinessKind(str, Enum):

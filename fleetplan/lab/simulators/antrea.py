@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from fleetplan.errors import LabError
 from fleetplan.lab.clusters import admin_rest
 from fleetplan.lab.rest import ApiError, LabRest
 from fleetplan.lab.state import LabCluster
@@ -70,20 +71,61 @@ class ControllerSimulation:
         self._log, self._prefix = log, f"simulation[antrea-mc-controller {role} {cluster.name}]"
         self.server: ServiceServer | None = None
         self.denied: list[str] = []
+        self.announcers: dict[str, str] = {}  # announce name -> the user that last wrote it
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._waiter: threading.Thread | None = None
 
     def log(self, message: str) -> None:
         self._log(f"{self._prefix}: {message}")
 
-    def start(self, timeout: float = 120.0) -> ControllerSimulation:
+    def start(self, timeout: float = 120.0, interval: float = 1.0) -> ControllerSimulation:
+        """Serve the webhooks once the Service has an endpoint (waiting up to `timeout`), then keep
+        caBundle injected and the leader ClusterSet's status set, every `interval` seconds."""
         self.server = serve_service(self.cluster, self.namespace, SERVICE, self._handle, timeout=timeout)
         self.inject_ca_bundle()
         self.log(f"serving webhooks at {self.server.host}:{self.server.port}")
+        self._thread = threading.Thread(target=self._maintain, args=(interval,), daemon=True,
+                                        name=f"antrea-controller-sim-{self.cluster.name}")
+        self._thread.start()
+        return self
+
+    def start_in_background(self, timeout: float = 600.0, interval: float = 1.0) -> ControllerSimulation:
+        """`start` from a thread that first waits for the Service to exist (fleetplan creates it)."""
+
+        def run() -> None:
+            deadline = time.monotonic() + timeout
+            path = f"/api/v1/namespaces/{self.namespace}/services/{SERVICE}"
+            while not self._stop.is_set() and time.monotonic() < deadline:
+                if self.api.request("GET", path)[0] == 200:
+                    try:
+                        self.start(max(1.0, deadline - time.monotonic()), interval)
+                    except LabError as err:
+                        self.log(f"could not start: {err}")
+                    return
+                self._stop.wait(0.5)
+
+        self._waiter = threading.Thread(target=run, daemon=True, name=f"antrea-controller-wait-{self.cluster.name}")
+        self._waiter.start()
         return self
 
     def stop(self) -> None:
+        self._stop.set()
+        for thread in (self._waiter, self._thread):
+            if thread is not None:
+                thread.join(10)
         if self.server is not None:
             self.server.stop()
             self.server = None
+
+    def _maintain(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self.inject_ca_bundle()
+                if self.role == "leader":
+                    self.mark_leader_ready()
+            except (ApiError, OSError, http.client.HTTPException) as err:
+                self.log(f"sync failed: {err}")
 
     def inject_ca_bundle(self) -> None:
         """Set caBundle on every webhook that names this Service (the controller's own job)."""
@@ -95,11 +137,15 @@ class ControllerSimulation:
                 changed = False
                 for hook in config.get("webhooks") or []:
                     svc = (hook.get("clientConfig") or {}).get("service") or {}
-                    if (svc.get("namespace"), svc.get("name")) == (self.namespace, SERVICE):
+                    if (svc.get("namespace"), svc.get("name")) == (self.namespace, SERVICE) and \
+                            hook["clientConfig"].get("caBundle") != bundle:
                         hook["clientConfig"]["caBundle"] = bundle
                         changed = True
                 if changed:
-                    self.api.call("PUT", f"{path}/{config['metadata']['name']}", config)
+                    status, raw = self.api.request("PUT", f"{path}/{config['metadata']['name']}", config)
+                    if status not in (200, 404, 409):  # gone or changed meanwhile: next round
+                        raise ApiError(status, "PUT", f"{path}/{config['metadata']['name']}",
+                                       raw.decode(errors="replace"))
 
     def _handle(self, req: WebhookRequest) -> WebhookResponse:
         review = req.json() or {}
@@ -155,17 +201,26 @@ class ControllerSimulation:
         if bound != cluster_id:
             return AdmissionDecision(False, f"simulation: ServiceAccount {parts[3]} is bound to cluster ID "
                                             f"{bound!r}, not {cluster_id!r}")
+        self.announcers[ANNOUNCE_PREFIX + cluster_id] = user
         return AdmissionDecision(True)
 
     def mark_leader_ready(self) -> int:
         """Set Ready on every leader ClusterSet in the namespace; returns how many were updated."""
         base = f"/apis/{GROUP}/v1alpha2/namespaces/{self.namespace}/clustersets"
+        status, raw = self.api.request("GET", base)
+        if status == 404:
+            return 0  # the CRD is not there (yet, or any more)
         count = 0
-        for cs in self.api.get(base).get("items", []):
+        for cs in json.loads(raw).get("items", []):
+            generation = cs["metadata"].get("generation", 1)
+            current = cs.get("status") or {}
+            if current.get("observedGeneration") == generation and any(
+                    c.get("type") == "Ready" and c.get("status") == "True" for c in current.get("conditions") or []):
+                continue  # as the controller does: write status only when it changes
             cs["status"] = {"conditions": [_ready(True, "LeaderReady", "leader ClusterSet ready")],
-                            "observedGeneration": cs["metadata"].get("generation", 1)}
-            self.api.call("PUT", f"{base}/{cs['metadata']['name']}/status", cs)
-            count += 1
+                            "observedGeneration": generation}
+            if self.api.request("PUT", f"{base}/{cs['metadata']['name']}/status", cs)[0] == 200:
+                count += 1
         return count
 
 
@@ -226,7 +281,14 @@ class MemberAgentSimulation:
 
     def sync_once(self) -> None:
         base = f"/apis/{GROUP}/v1alpha2/namespaces/{self.namespace}/clustersets"
-        present = {cs["metadata"]["name"]: cs for cs in self.api.get(base).get("items", [])}
+        status, raw = self.api.request("GET", base)
+        if status == 404:  # the member bundle (its CRDs) is not installed (yet, or any more)
+            items: list[dict[str, Any]] = []
+        elif status != 200:
+            raise ApiError(status, "GET", base, raw.decode(errors="replace"))
+        else:
+            items = json.loads(raw).get("items", [])
+        present = {cs["metadata"]["name"]: cs for cs in items}
         for name in list(self.joined):
             if name not in present:
                 self._leave(name)

@@ -64,6 +64,10 @@ class TestLeader:
         assert deploy.readiness.kind == ReadinessKind.AVAILABLE
         assert deploy.body["spec"]["template"]["spec"]["containers"][0]["image"] == \
             "antrea/antrea-mc-controller:v2.7.0"
+        # Created after, and so deleted before, the controller that serves its webhook.
+        assert deploy.address in cs.depends_on
+        assert a(f"north/core/Service/{NS}/antrea-mc-webhook-service") in cs.depends_on
+        assert cs.handler == Handler.ANTREA_LEADER_CLUSTERSET
         crd = leader[a("north/apiextensions.k8s.io/CustomResourceDefinition/-/"
                        "clustersets.multicluster.crd.antrea.io")]
         assert crd.readiness.kind == ReadinessKind.ESTABLISHED
@@ -80,13 +84,13 @@ class TestLeader:
                                           "name": "antrea-mc-member-cluster-role"}
             assert rb.body["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": NS}]
             token = leader[a(f"north/fleetplan.dev/BoundToken/{NS}/{name}")]
-            assert token.handler == Handler.BOUND_TOKEN
+            assert token.handler == Handler.ANTREA_MEMBER_BOUND_TOKEN
             assert token.options == {"serviceAccount": name, "ttlSeconds": 7200, "rotateBeforeSeconds": 1800}
 
     def test_secret_tokens(self, tmp_path: Path, source: BundleSource) -> None:
         leader = on(render(tmp_path, source, tokens={"kind": "secret"}), "north")
         token = leader[a(f"north/core/Secret/{NS}/member-west-token")]
-        assert token.handler == Handler.SECRET_TOKEN
+        assert token.handler == Handler.ANTREA_MEMBER_SECRET_TOKEN
         assert token.body["type"] == "kubernetes.io/service-account-token"
         assert token.body["metadata"]["annotations"] == {
             "kubernetes.io/service-account.name": "member-west-token", CLUSTER_ID_ANNOTATION: "west"}
