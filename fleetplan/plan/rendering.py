@@ -1,5 +1,8 @@
 """The two views of a plan: human text like Terraform's, and the versioned JSON document.
 
+The human view nests each step's attributes one per line and collapses large values
+(`fleetplan.plan.blocks`); the JSON view always carries every (masked) value in full.
+
 Invariants: pure functions of a `Plan` (no clock, no environment), so golden files are stable;
 values shown are the masked ones the plan holds, so no secret can reach output; colour is ANSI and
 only when asked for. The JSON form is documented in docs/json-format.md; `JSON_FORMAT_VERSION`
@@ -11,11 +14,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleetplan.diff.changes import ABSENT, FieldChange
+from fleetplan.diff.changes import ABSENT
+from fleetplan.plan import blocks
 from fleetplan.plan.model import Action, Mode, Plan, Step
 
 JSON_FORMAT_VERSION = "1.0"
 NO_CHANGES = "No changes. Your fleet matches the configuration."
+COLLAPSED_NOTE = (
+    "Values marked (collapsed) are too large to read here; `fleetplan plan --json` and\n"
+    "`fleetplan show PLANFILE --json` print every value (sensitive ones stay masked)."
+)
 
 _SYMBOL = {
     Action.CREATE: "+",
@@ -58,11 +66,14 @@ def render_human(plan: Plan, *, color: bool = False) -> str:
         lines.append(NO_CHANGES)
         return "\n".join(lines) + "\n"
     lines.append("fleetplan will perform the following actions:")
+    collapsed: list[bool] = []
     for step in shown:
         lines.append("")
-        lines.extend(_render_step(step, paint))
+        lines.extend(_render_step(step, paint, collapsed))
     add, change, destroy = plan.counts()
     lines.append("")
+    if collapsed:
+        lines.extend([COLLAPSED_NOTE, ""])
     lines.append(paint("Plan:", "1") + f" {add} to add, {change} to change, {destroy} to destroy.")
     return "\n".join(lines) + "\n"
 
@@ -72,46 +83,33 @@ def _render_refresh(plan: Plan, shown: list[Step], lines: list[str], paint: Any)
         lines.append("No changes. The state matches the clusters.")
         return "\n".join(lines) + "\n"
     lines.append("fleetplan detected the following changes made outside fleetplan:")
+    collapsed: list[bool] = []
     for step in shown:
         lines.append("")
         lines.append(f"  # {step.address} {step.reason}")
-        lines.extend(_render_changes(step.changes, paint))
+        head = "  " + paint("~", "33") + f" {step.address}"
+        lines.extend(_block(head, step, paint, collapsed) if step.changes else [head])
     lines.append("")
+    if collapsed:
+        lines.extend([COLLAPSED_NOTE, ""])
     lines.append(f"Refresh: {len(shown)} drifted. Applying this plan updates the state only.")
     return "\n".join(lines) + "\n"
 
 
-def _render_step(step: Step, paint: Any) -> list[str]:
+def _render_step(step: Step, paint: Any, collapsed: list[bool]) -> list[str]:
     symbol, code = _SYMBOL[step.action], _COLOUR[step.action]
-    out = [
-        f"  # {step.address} {_PHRASE[step.action]} ({step.reason})",
-        "  " + paint(symbol, code) + f" {step.address}",
-    ]
-    if step.action != Action.DELETE:
-        out.extend(_render_changes(step.changes, paint))
-    return out
+    out = [f"  # {step.address} {_PHRASE[step.action]} ({step.reason})"]
+    head = "  " + paint(symbol, code) + f" {step.address}"
+    if step.action == Action.DELETE or not step.changes:
+        return [*out, head]
+    return [*out, *_block(head, step, paint, collapsed)]
 
 
-def _render_changes(changes: tuple[FieldChange, ...], paint: Any) -> list[str]:
-    out = []
-    for change in changes:
-        if change.kind == "add":
-            out.append("      " + paint("+", "32") + f" {change.path} = {_value(change.after)}")
-        elif change.kind == "remove":
-            out.append("      " + paint("-", "31") + f" {change.path} = {_value(change.before)}")
-        else:
-            out.append(
-                "      "
-                + paint("~", "33")
-                + f" {change.path}: {_value(change.before)} -> {_value(change.after)}"
-            )
-    return out
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, str) and value.startswith("(") and value.endswith(")"):
-        return value  # a masked or unknown marker
-    return json.dumps(value, sort_keys=True)
+def _block(head: str, step: Step, paint: Any, collapsed: list[bool]) -> list[str]:
+    rendered = blocks.render_changes(step.changes, step.body, 6, paint)
+    if rendered.collapsed:
+        collapsed.append(True)
+    return [head + " {", *rendered.lines, "    }"]
 
 
 def to_json_document(plan: Plan) -> dict[str, Any]:
