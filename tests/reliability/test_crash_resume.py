@@ -1,0 +1,107 @@
+"""Crash and resume: SIGKILL a real `fleetplan apply` / `destroy` subprocess, then run it again.
+
+Kill points are of two kinds:
+- exact step boundaries through the engine's test kill switch (`FLEETPLAN_TEST_KILL_AT`):
+  `start:n` (intent journaled, side effect not done), `unrecorded:n` (side effect done, state not
+  yet updated), `finish:n` (state updated);
+- random instants: SIGKILL from outside after a random delay, wherever the process is (loading,
+  planning, inside a step's HTTP call or readiness wait, writing the state).
+
+After every kill the next run must converge: exit 0, the owned objects on the clusters exactly the
+clean-apply set (no duplicates, no orphans), the state recording exactly those with their live
+uids, no journal, no lock left, and a plan with no changes. Destroy likewise must leave nothing.
+
+CI runs a spread of points; FLEETPLAN_FULL=1 runs every step boundary of both operations.
+Stacks covered: `resources` (the OCM and Antrea fleets join when their live integration passes).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fleetkit import FULL, ResourcesFleet, assert_clean_end_state, cli_env, record
+
+pytestmark = pytest.mark.integration
+STEPS = 18
+POINTS = ("start", "unrecorded", "finish")
+
+
+def _exact_trials() -> list[tuple[str, str]]:
+    if FULL:
+        every = [f"{p}:{n}" for n in range(1, STEPS + 1) for p in POINTS]
+        # destroy points run in a shifted order so each apply point meets a different destroy point
+        return list(zip(every, every[7:] + every[:7], strict=True))
+    return [("start:1", "unrecorded:6"), ("unrecorded:7", "finish:18"), ("finish:12", "start:3"),
+            ("unrecorded:18", "unrecorded:11")]
+
+
+def _killed_at(fleet: ResourcesFleet, operation: str, point: str) -> None:
+    done = fleet.run(operation, "--auto-approve", check=None, env={"FLEETPLAN_TEST_KILL_AT": point})
+    assert done.returncode == -signal.SIGKILL, (
+        f"{operation} with kill point {point} was not killed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+def _killed_randomly(fleet: ResourcesFleet, operation: str, rng: random.Random, log: Path) -> dict[str, Any]:
+    """SIGKILL at a random instant after the first step started (so inside the walk: an HTTP call,
+    a readiness wait or a state write); returns where it happened."""
+    delay = rng.uniform(0.0, 2.5)
+    with log.open("w") as out:
+        process = subprocess.Popen(fleet.command(operation, "--auto-approve", "--json"), cwd=fleet.root,
+                                   env=cli_env(), stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while process.poll() is None and '"step_start"' not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        try:
+            process.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    steps = sum(e.get("type") == "step_complete" for e in events)
+    started = sum(e.get("type") == "step_start" for e in events)
+    return {"delay": round(delay, 2), "killed": process.returncode == -signal.SIGKILL,
+            "steps_done": steps, "steps_started": started}
+
+
+@pytest.mark.parametrize("apply_point,destroy_point", _exact_trials())
+def test_kill_apply_and_destroy_then_resume(tmp_path: Path, lab: Any, apply_point: str,
+                                            destroy_point: str) -> None:
+    rng = random.Random(f"{apply_point}/{destroy_point}")
+    fleet = ResourcesFleet(tmp_path, lab, prefix="k")
+    try:
+        for operation, point in (("apply", apply_point), ("destroy", destroy_point)):
+            if operation == "destroy":
+                assert_clean_end_state(fleet)
+            _killed_at(fleet, operation, point)
+            record("crash", stack="resources", operation=operation, point=f"step {point}", survived=None)
+            where = _killed_randomly(fleet, operation, rng, tmp_path / f"{operation}-random.log")
+            resumed = fleet.run(operation, "--auto-approve")
+            if operation == "apply":
+                assert_clean_end_state(fleet)
+            else:
+                assert_clean_end_state(fleet, destroyed=True)
+            assert "took over the lock" in resumed.stderr or "took over the lock" in (
+                (tmp_path / f"{operation}-random.log").read_text())
+            _mark_survived(operation)
+            point_name = (f"random, {where['delay']}s into the walk ({where['steps_done']} steps done, "
+                          f"{where['steps_started']} started)" if where["killed"]
+                          else f"random, {where['delay']}s into the walk: finished first")
+            record("crash", stack="resources", operation=operation, point=point_name,
+                   survived=True if where["killed"] else "n/a")
+    finally:
+        fleet.run("destroy", "--auto-approve", check=None)
+
+
+def _mark_survived(operation: str) -> None:
+    from fleetkit import RESULTS
+
+    for row in RESULTS["crash"]:
+        if row["operation"] == operation and row["survived"] is None:
+            row["survived"] = True
