@@ -19,6 +19,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 from fleetplan.apply.hooks import Hook, Outcome, Status
 from fleetplan.plan.model import Action, Mode, Plan, Step
@@ -32,11 +33,13 @@ class StateRecorder(Hook):
         self.state = state if state is not None else State.new(fleet)
         self.run_id = str(uuid.uuid4())
         self._mode = Mode.NORMAL
+        # How every cluster of the plan is reached; each write keeps those that hold objects.
+        self._accesses: dict[str, Any] = dict(self.state.clusters)
 
     def plan_starting(self, plan: Plan) -> None:
         self._mode = plan.mode
-        if plan.clusters and self._mode != Mode.REFRESH_ONLY:
-            self.state = self.state.with_clusters({n: a.as_dict() for n, a in plan.clusters.items()})
+        if self._mode != Mode.REFRESH_ONLY:
+            self._accesses = {**self.state.clusters, **{n: a.as_dict() for n, a in plan.clusters.items()}}
         planned = {s.address for s in plan.steps}
         stale = [e for e in self.state.journal if e.address in planned]
         if stale:  # the plan already accounts for what earlier runs left unfinished
@@ -96,7 +99,7 @@ class StateRecorder(Hook):
         )
 
     def _persist(self) -> None:
-        self.state = self.store.persist(self.state.pruned_clusters())
+        self.state = self.store.persist(self.state.with_clusters(self._accesses).pruned_clusters())
 
 
 def _now() -> str:

@@ -70,15 +70,23 @@ def test_an_unreachable_retired_cluster_is_a_clear_error(tmp_path: Path) -> None
 def test_the_recorder_keeps_how_clusters_were_reached_while_they_hold_objects(tmp_path: Path) -> None:
     store = LocalStateStore(tmp_path / "state.json")
     accesses = {n: ClusterAccess(n, f"/k/{n}", n) for n in ("hub", "west")}
-    plan = Plan("demo", Mode.NORMAL, (Step(KEPT, Action.CREATE, "t", api_version="v1"),), None, 0, "",
-                clusters=accesses)
+    steps = (Step(KEPT, Action.CREATE, "t", api_version="v1"), Step(GONE, Action.CREATE, "t", api_version="v1"))
     recorder = StateRecorder(store, None, "demo")
-    recorder.plan_starting(plan)
-    recorder.step_starting(plan.steps[0])
+    recorder.plan_starting(Plan("demo", Mode.NORMAL, steps, None, 0, "", clusters=accesses))
+    recorder.step_starting(steps[0])
     saved = store.read()
-    assert saved is not None and set(saved.clusters) == {"hub"}  # west holds nothing: not kept
+    assert saved is not None and set(saved.clusters) == {"hub"}  # west holds nothing yet: not written
     assert saved.clusters["hub"] == {"name": "hub", "kubeconfig": "/k/hub", "context": "hub", "caSha256": None}
+    recorder.step_starting(steps[1])  # the intent of a step on west is journaled: west is kept from now on
+    saved = store.read()
+    assert saved is not None and set(saved.clusters) == {"hub", "west"}
     assert model.from_dict(json.loads(model.dumps(saved)), source="t").clusters == saved.clusters
+    # A later run whose fleet no longer names west keeps how west was reached while it holds objects.
+    later = StateRecorder(store, saved, "demo")
+    later.plan_starting(Plan("demo", Mode.NORMAL, (steps[0],), None, 0, "", clusters={"hub": accesses["hub"]}))
+    later.step_starting(steps[0])
+    again = store.read()
+    assert again is not None and again.clusters["west"]["kubeconfig"] == "/k/west"
 
 
 def test_force_reaches_every_delete_step(tmp_path: Path) -> None:
