@@ -35,13 +35,14 @@ def lab() -> None:
 @click.option("--name", "prefix", default="c", show_default=True,
               help="Cluster name prefix: clusters are PREFIX1..PREFIXN.")
 @click.option("--dir", "lab_dir", default=None, help=_DIR_HELP)
-@click.option("--first-index", type=click.IntRange(1, 254), default=1, show_default=True,
-              help="Cluster i gets loopback 127.0.i.1; shift this to run two labs side by side.")
+@click.option("--first-index", type=click.IntRange(1, 254), default=None,
+              help="Use cluster indices from here (cluster index i: API on 127.0.i.1, pods 10.i.0.0/16). "
+                   "Default: the lowest indices no other lab holds.")
 @click.option("--timeout", type=float, default=300.0, show_default=True,
               help="Seconds to wait per cluster.")
 @click.option("--bin", "bin_dir", default=None,
               help="Directory of the lab binaries (default: $FLEETPLAN_LAB_BIN).")
-def up_command(clusters: int, prefix: str, lab_dir: str | None, first_index: int, timeout: float,
+def up_command(clusters: int, prefix: str, lab_dir: str | None, first_index: int | None, timeout: float,
                bin_dir: str | None) -> None:
     """Start N clusters and write one kubeconfig per cluster plus a merged one."""
     from fleetplan.lab import status, up

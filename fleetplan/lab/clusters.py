@@ -62,7 +62,9 @@ def plan_cluster(name: str, index: int, lab_dir: Path, shm_root: Path | None) ->
     root = lab_dir / name
     ports = {c: free_port(host) for c in ("etcd-client", "etcd-peer", "kube-apiserver",
                                           "kube-controller-manager", "kube-scheduler", "kwok")}
-    etcd_data = (shm_root / name) if shm_root is not None else (root / "etcd")
+    # On disk, not tmpfs: etcd preallocates 64 MiB WAL segments, which tmpfs would hold in RAM;
+    # with --unsafe-no-fsync the page cache absorbs the writes anyway.
+    etcd_data = root / "etcd"
     # Unix socket paths are limited to 107 bytes: prefer the short tmpfs directory.
     egress = (shm_root / f"{name}.egress.sock") if shm_root is not None else (root / "egress.sock")
     return LabCluster(name=name, index=index, host=host, api_port=ports["kube-apiserver"],
@@ -164,9 +166,8 @@ class ClusterStarter:
     def _start(self) -> None:
         c, p, b = self.cluster, self.paths, self.bin_dir
         write_pki(c)
-        data = Path(c.etcd_data)
-        data.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        data.mkdir(mode=0o700, exist_ok=True)  # etcd warns about (and should not have) wider modes
+        Path(c.egress_socket).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        Path(c.etcd_data).mkdir(mode=0o700, exist_ok=True)  # etcd warns about wider modes
         self._spawn("egress-proxy", comp.egress_argv(sys.executable, c.egress_socket, c.pod_cidr,
                                                      c.loopback_cidr))
         self._spawn("etcd", comp.etcd_argv(b / "etcd", c.name, c.host, c.ports["etcd-client"],

@@ -22,6 +22,7 @@ from fleetplan.errors import Diagnostic, LabError
 from fleetplan.lab import components as comp
 from fleetplan.lab.binaries import find_bin_dir
 from fleetplan.lab.clusters import COMPONENTS, ClusterStarter, plan_cluster
+from fleetplan.lab.indices import claim, release
 from fleetplan.lab.processes import is_running, rss_bytes, stop
 from fleetplan.lab.rest import LabRest
 from fleetplan.lab.state import STATE_FILE, Lab, LabCluster, StateRecorder, default_dir, read_lab, write_lab
@@ -30,7 +31,7 @@ DEFAULT_TIMEOUT = 300.0  # per cluster; 2 shared cores start ~15 Go processes at
 
 
 def _shm_root(lab_dir: Path) -> Path | None:
-    """etcd data goes to tmpfs when there is one; the name is unique per user and lab directory."""
+    """A short tmpfs directory for the egress sockets, unique per user and lab directory."""
     shm = Path("/dev/shm")
     if not (shm.is_dir() and os.access(shm, os.W_OK)):
         return None
@@ -51,9 +52,13 @@ def running_processes(lab: Lab) -> int:
     return sum(1 for c in lab.clusters for p in c.processes if is_running(p))
 
 
-def up(clusters: int = 3, prefix: str = "c", lab_dir: Path | str | None = None, *, first_index: int = 1,
+def up(clusters: int = 3, prefix: str = "c", lab_dir: Path | str | None = None, *, first_index: int | None = None,
        timeout: float = DEFAULT_TIMEOUT, bin_dir: Path | str | None = None) -> Lab:
-    """Start `clusters` clusters named `<prefix>1..N` and return the running lab."""
+    """Start `clusters` clusters named `<prefix>1..N` and return the running lab.
+
+    Cluster indices (and so addresses) are the lowest ones no other lab holds, or exactly
+    `first_index`.. when given (an error if another lab holds one of them).
+    """
     if clusters < 1:
         raise LabError("--clusters must be at least 1")
     lab_dir = Path(lab_dir).absolute() if lab_dir is not None else default_dir()
@@ -66,12 +71,17 @@ def up(clusters: int = 3, prefix: str = "c", lab_dir: Path | str | None = None, 
         _clean(old)
     shm = _shm_root(lab_dir)
     planned = []
-    for i in range(clusters):
-        name = f"{prefix}{i + 1}"
-        shutil.rmtree(lab_dir / name, ignore_errors=True)
-        planned.append(plan_cluster(name, first_index + i, lab_dir, shm))
-    recorder = StateRecorder(lab_dir, planned)
-    write_lab(recorder.lab())
+    indices = claim(lab_dir, clusters, first_index)
+    try:
+        for i, index in enumerate(indices):
+            name = f"{prefix}{i + 1}"
+            shutil.rmtree(lab_dir / name, ignore_errors=True)
+            planned.append(plan_cluster(name, index, lab_dir, shm))
+        recorder = StateRecorder(lab_dir, planned)
+        write_lab(recorder.lab())
+    except BaseException:
+        release(lab_dir)
+        raise
     starters = [ClusterStarter(c, bins, recorder.record_process, timeout) for c in planned]
     errors: list[Diagnostic] = []
     try:
@@ -103,13 +113,14 @@ def _clean(lab: Lab) -> None:
         if cluster.egress_socket:
             with contextlib.suppress(FileNotFoundError):
                 Path(cluster.egress_socket).unlink()
+            with contextlib.suppress(OSError):
+                Path(cluster.egress_socket).parent.rmdir()  # the per-lab tmpfs directory, once empty
         if cluster.etcd_data:
             shutil.rmtree(cluster.etcd_data, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                Path(cluster.etcd_data).parent.rmdir()  # the per-lab tmpfs directory, once empty
     for path in (lab.dir / STATE_FILE, lab.kubeconfig):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+    release(lab.dir)
 
 
 def down(lab_dir: Path | str | None = None, timeout: float = 20.0) -> int:

@@ -6,8 +6,13 @@ Layout of a lab directory (default `./.lab`, or `$FLEETPLAN_LAB_DIR`):
     kubeconfig                merged kubeconfig, one context per cluster (contains client keys, 0600)
     <cluster>/kubeconfig      that cluster's admin kubeconfig (0600)
     <cluster>/pki/...         CA, serving and client certificates, SA keys
+    <cluster>/etcd/           etcd data (removed by `down`)
     <cluster>/logs/*.log      one log per component, kept after `down`
     <cluster>/kwok.yaml       the kwok stages the fake node and pods follow
+    <cluster>/egress-selector.yaml   routes the API server's "cluster" traffic via the egress proxy
+
+The egress proxies' unix sockets live in a short tmpfs directory (socket paths are length-limited),
+recorded per cluster as `egress_socket`.
 
 `lab.json` is rewritten atomically after every process start, so a crash in the middle of `up`
 still leaves enough for `down` to stop what was started. Process records carry the pid's start

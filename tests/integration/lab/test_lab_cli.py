@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetplan.lab.indices import registry_dir
 from fleetplan.lab.processes import ProcessRecord, is_running
 
 pytestmark = pytest.mark.integration
@@ -35,12 +36,14 @@ def _group_members(pgid):
 
 def test_cli_lab_lifecycle_from_separate_processes(lab_bin, tmp_path):
     env = {**os.environ, "FLEETPLAN_LAB_BIN": str(lab_bin), "FLEETPLAN_LAB_DIR": str(tmp_path / "lab")}
-    # A distinct cluster index keeps this lab's addresses apart from the session lab's.
-    started = _fleetplan("lab", "up", "--clusters", "1", "--name", "cli", "--first-index", "201", env=env)
+    # Indices are chosen so this lab never shares addresses with the session lab (or anyone's).
+    started = _fleetplan("lab", "up", "--clusters", "1", "--name", "cli", env=env)
     assert started.returncode == 0, started.stderr
-    assert "https://127.0.201.1:" in started.stdout
     try:
         state = json.loads((tmp_path / "lab" / "lab.json").read_text())
+        index = state["clusters"][0]["index"]
+        assert f"https://127.0.{index}.1:" in started.stdout
+        assert (registry_dir() / "claims" / str(index)).read_text().strip() == str(tmp_path / "lab")
         records = [ProcessRecord.from_dict(p) for p in state["clusters"][0]["processes"]]
         assert {r.component for r in records} == {"egress-proxy", "etcd", "kube-apiserver",
                                                   "kube-controller-manager", "kube-scheduler", "kwok"}
@@ -66,3 +69,4 @@ def test_cli_lab_lifecycle_from_separate_processes(lab_bin, tmp_path):
     after = _fleetplan("lab", "status", env=env)
     assert after.returncode == 1
     assert "no lab in" in after.stderr
+    assert not (registry_dir() / "claims" / str(index)).exists()
