@@ -62,7 +62,8 @@ def _exec_kubeconfig(tmp: Path, cluster: Any) -> Path:
     return path
 
 
-def _write_fleet(tmp: Path, lab: Lab, members: list[str], suffix: str) -> Path:
+def _write_fleet(tmp: Path, lab: Lab, members: list[str], suffix: str, file: str = "fleet.yaml",
+                 **spec: Any) -> Path:
     hub, west, east = lab.clusters[0], lab.clusters[1], lab.clusters[2]
     entries = {west.name: {"name": west.name, "kubeconfig": west.kubeconfig, "context": west.context,
                            "labels": {"env": "prod"}},
@@ -73,16 +74,18 @@ def _write_fleet(tmp: Path, lab: Lab, members: list[str], suffix: str) -> Path:
                     "leader": {"name": hub.name, "kubeconfig": hub.kubeconfig, "context": hub.context},
                     "members": [entries[m] for m in members],
                     "ocm": {"managedClusterSetBindings": ["default"]},
-                    "wait": {"timeout": "1m"}, "state": {"path": str(tmp / "state.json")}}}
-    path = tmp / "fleet.yaml"
+                    "wait": {"timeout": "1m"}, "state": {"path": str(tmp / "state.json")}, **spec}}
+    path = tmp / file
     path.write_text(json.dumps(doc))
     return path
 
 
 def converge(fleet_file: Path, mode: Mode = Mode.NORMAL, force: bool = False) -> tuple[Plan, Any]:
+    """What `fleetplan apply --auto-approve` does: plan, then walk with the state recorder."""
     session = Session.open(str(fleet_file))
     state = session.store.read()
-    plan = session.make_plan(state, planning.Options(mode=mode, force=force))
+    plan = session.make_plan(state, planning.Options(mode=mode, force=force,
+                                                     wait_timeout=session.fleet.spec.wait.timeout_seconds))
     clusters = fleets.connect(fleets.accesses_for(session.fleet))
     summary = walk_plan(plan, ClusterExecutor(plan, clusters, default_timeout=120),
                         StateRecorder(session.store, state, session.fleet.name))
@@ -94,19 +97,67 @@ def replan(fleet_file: Path) -> Plan:
     return session.make_plan(session.store.read(), planning.Options())
 
 
+def changes(plan: Plan) -> list[str]:
+    return [f"{s.action.value} {s.address}: {s.reason}" for s in plan.steps if s.action != Action.NOOP]
+
+
+def leftovers(fleet_file: Path, clusters: set[str], hub_names: tuple[str, ...] = ()) -> list[str]:
+    """Objects of the fleet in `fleet_file` still on `clusters` (and hub objects whose name holds one
+    of `hub_names`): what fleetplan created that a removal or destroy should have deleted."""
+    session = Session.open(str(fleet_file))
+    connected = fleets.connect(fleets.accesses_for(session.fleet))
+    found = []
+    for resource in session.desired.resources:
+        address = resource.address
+        if address.group == "fleetplan.dev":
+            continue
+        if address.cluster not in clusters and not any(n in address.name for n in hub_names):
+            continue
+        obj = connected[address.cluster].get(str(resource.body["apiVersion"]), address.kind,
+                                             address.namespace, address.name)
+        if obj is not None and not obj["metadata"].get("deletionTimestamp"):
+            found.append(str(address))
+    return found
+
+
+def _intruder_csr(hub: Any, cluster: str) -> str:
+    """A pending CSR for `cluster`, valid in every respect except its requester (the lab admin)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    group = f"system:open-cluster-management:{cluster}"
+    request = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, group),
+        x509.NameAttribute(NameOID.COMMON_NAME, f"{group}:intruder")])).sign(
+            ec.generate_private_key(ec.SECP256R1()), hashes.SHA256())
+    name = f"{cluster}-intruder-{uuid.uuid4().hex[:5]}"
+    hub.call("POST", CSRS, {"metadata": {"name": name, "labels": {"open-cluster-management.io/cluster-name": cluster}},
+                            "spec": {"request": base64.b64encode(
+                                         request.public_bytes(serialization.Encoding.PEM)).decode(),
+                                     "signerName": "kubernetes.io/kube-apiserver-client",
+                                     "usages": ["digital signature", "client auth"]}})
+    return name
+
+
 @pytest.fixture
 def ocm_lab(lab: Lab, tmp_path: Path) -> Iterator[dict[str, Any]]:
     logs: list[str] = []
     hub = HubOperatorSimulation(lab.clusters[0], "v1.3.1", MIRROR, log=logs.append).start()
     agents = {c.name: RegistrationAgentSimulation(c, log=logs.append).start() for c in lab.clusters[1:3]}
     suffix = uuid.uuid4().hex[:5]
+    fleet = _write_fleet(tmp_path, lab, [c.name for c in lab.clusters[1:3]], suffix)
     try:
-        yield {"lab": lab, "tmp": tmp_path, "suffix": suffix, "agents": agents, "logs": logs,
-               "fleet": _write_fleet(tmp_path, lab, [c.name for c in lab.clusters[1:3]], suffix)}
+        yield {"lab": lab, "tmp": tmp_path, "suffix": suffix, "agents": agents, "logs": logs, "fleet": fleet}
     finally:
-        for agent in agents.values():
-            agent.stop()
-        hub.stop()
+        try:  # leave the shared lab clean for the next test, whatever happened
+            if Session.open(str(fleet)).store.read():
+                converge(fleet, Mode.DESTROY, force=True)
+        finally:
+            for agent in agents.values():
+                agent.stop()
+            hub.stop()
 
 
 def _failures(summary: Any) -> list[str]:
@@ -114,13 +165,19 @@ def _failures(summary: Any) -> list[str]:
             for o in (*summary.failures, *summary.skipped)]
 
 
-def test_apply_accepts_both_spokes_and_the_next_plan_is_empty(ocm_lab: dict[str, Any]) -> None:
+def test_apply_accepts_both_spokes_removal_is_guarded_and_destroy_leaves_nothing(
+        ocm_lab: dict[str, Any]) -> None:
     lab, fleet_file = ocm_lab["lab"], ocm_lab["fleet"]
     hub = admin_rest(lab.clusters[0])
-    # A CSR for spoke 1 from another requester (spoke 2's bootstrap identity is not needed: any
-    # user may create CSRs here as admin) must never be approved.
-    _, summary = converge(fleet_file)
-    assert not _failures(summary), "\n".join(_failures(summary) + ocm_lab["logs"][-20:])
+    west, east = lab.clusters[1].name, lab.clusters[2].name
+    intruder = _intruder_csr(hub, west)
+    try:
+        _, summary = converge(fleet_file)
+        assert not _failures(summary), "\n".join(_failures(summary) + ocm_lab["logs"][-20:])
+        # A CSR for the same cluster from another requester is never approved.
+        assert not (hub.get(f"{CSRS}/{intruder}").get("status") or {}).get("conditions")
+    finally:
+        hub.request("DELETE", f"{CSRS}/{intruder}")
     for cluster in lab.clusters[1:3]:
         managed = hub.get(f"{CLUSTERS}/{cluster.name}")
         assert managed["spec"]["hubAcceptsClient"] is True
@@ -130,36 +187,43 @@ def test_apply_accepts_both_spokes_and_the_next_plan_is_empty(ocm_lab: dict[str,
         assert identity is not None, ocm_lab["logs"][-20:]
         assert identity["username"] == f"system:open-cluster-management:{cluster.name}:simagent"
         assert f"system:open-cluster-management:{cluster.name}" in identity["groups"]
-    assert hub.get(f"{CLUSTERS}/{lab.clusters[1].name}")["metadata"]["labels"]["env"] == "prod"
-    again = replan(fleet_file)
-    assert [str(s.address) for s in again.steps if s.action != Action.NOOP] == []
+    assert hub.get(f"{CLUSTERS}/{west}")["metadata"]["labels"]["env"] == "prod"
+    assert changes(replan(fleet_file)) == []
     assert all("simulation" in line for line in ocm_lab["logs"])
 
-    # Removing a spoke is refused while a ManifestWork targets it.
-    west, east = lab.clusters[1].name, lab.clusters[2].name
-    hub.call("POST", f"/apis/work.open-cluster-management.io/v1/namespaces/{west}/manifestworks",
-             {"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-              "metadata": {"name": "app"}, "spec": {"workload": {"manifests": []}}})
-    smaller = _write_fleet(ocm_lab["tmp"], lab, [east], ocm_lab["suffix"])
+    # Removing a spoke is refused while a ManifestWork targets it, and then nothing of it is touched.
+    works = f"/apis/work.open-cluster-management.io/v1/namespaces/{west}/manifestworks"
+    hub.call("POST", works, {"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+                             "metadata": {"name": "app"}, "spec": {"workload": {"manifests": []}}})
+    smaller = _write_fleet(ocm_lab["tmp"], lab, [east], ocm_lab["suffix"], "smaller.yaml")
     _, summary = converge(smaller)
-    assert any("ManifestWork" in f and "refusing" in f for f in _failures(summary)), _failures(summary)
+    [failure] = summary.failures
+    assert failure.error is not None and "ManifestWork" in failure.error.summary, _failures(summary)
+    assert "refusing" in failure.error.summary and str(failure.step.address).endswith(f"ClusterAcceptance/-/{west}")
+    assert summary.skipped and all(o.root_cause == failure.step.address for o in summary.skipped)
+    assert not [o for o in summary.outcomes if o.status.value == "ok" and o.step.action == Action.DELETE]
     assert hub.get(f"{CLUSTERS}/{west}")["spec"]["hubAcceptsClient"] is True
-    hub.call("DELETE", f"/apis/work.open-cluster-management.io/v1/namespaces/{west}/manifestworks/app")
+    spoke = admin_rest(lab.clusters[1])
+    assert spoke.request("GET", "/apis/operator.open-cluster-management.io/v1/klusterlets/klusterlet")[0] == 200
+
+    # Once the ManifestWork is gone the removal goes through and leaves nothing of that spoke.
+    hub.call("DELETE", f"{works}/app")
     _, summary = converge(smaller)
     assert not _failures(summary), _failures(summary)
     assert hub.request("GET", f"{CLUSTERS}/{west}")[0] == 404
-    assert hub.request("GET", f"/api/v1/namespaces/{west}")[0] in (404, 200)  # 200 while terminating
-    spoke = admin_rest(lab.clusters[1])
-    assert spoke.request("GET", "/apis/operator.open-cluster-management.io/v1/klusterlets/klusterlet")[0] == 404
+    namespace = hub.request("GET", f"/api/v1/namespaces/{west}")
+    assert namespace[0] == 404 or json.loads(namespace[1])["metadata"].get("deletionTimestamp")
+    assert hub.get(f"{CSRS}?labelSelector=open-cluster-management.io/cluster-name={west}")["items"] == []
+    assert leftovers(fleet_file, {west}, hub_names=(west,)) == []
+    assert changes(replan(smaller)) == []
 
-    # destroy leaves nothing fleetplan created.
+    # destroy leaves nothing fleetplan created on any cluster.
     _, summary = converge(smaller, Mode.DESTROY)
     assert not _failures(summary), _failures(summary)
     assert hub.request("GET", f"{CLUSTERS}/{east}")[0] == 404
-    assert hub.request("GET", "/apis/operator.open-cluster-management.io/v1/clustermanagers/cluster-manager")[0] \
-        in (404, 503)
-    session = Session.open(str(smaller))
-    assert not (session.store.read() and session.store.read().resources)  # type: ignore[union-attr]
+    assert leftovers(fleet_file, {c.name for c in lab.clusters[:3]}) == []
+    state = Session.open(str(smaller)).store.read()
+    assert state is not None and not state.resources and not state.journal
 
 
 def test_a_csr_from_another_requester_is_not_approved(ocm_lab: dict[str, Any], tmp_path: Path) -> None:
