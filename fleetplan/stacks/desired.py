@@ -61,6 +61,9 @@ class Handler(str, Enum):
     APPLY = "apply"  # server-side apply of `body`
     BOUND_TOKEN = "bound-token"  # TokenRequest for a ServiceAccount; outputs: token, expiry, ca.crt
     SECRET_TOKEN = "secret-token"  # kubernetes.io/service-account-token Secret; outputs: token, ca.crt
+    # A bootstrap.kubernetes.io/token Secret with an expiration, minted at apply time (registered by
+    # the OCM stack's handlers); outputs: token, expiry, ca.crt.
+    BOOTSTRAP_TOKEN = "bootstrap-token"
     ACCEPT_CLUSTER = "accept-cluster"  # OCM: approve the cluster's CSRs, set hubAcceptsClient
     WAIT = "wait"  # nothing to write; readiness only (e.g. wait for a peer's condition)
     # OCM: nothing to do on create; on delete, remove the cluster's CSRs, ManagedCluster and hub
