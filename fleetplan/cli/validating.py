@@ -72,7 +72,8 @@ def validate(file: Path, as_json: bool, offline: bool) -> None:
     else:
         shape = f"1 leader, {members} member(s)" if members else "leader-only"
     checked_what = "offline checks" if offline else "all checks"
-    click.echo(f"{file}: valid ({summary['stack']} {summary['version']}, {shape}; {checked_what} passed)")
+    stack = f"{summary['stack']} {summary['version']}" if summary["version"] else "no stack, resources only"
+    click.echo(f"{file}: valid ({stack}, {shape}; {checked_what} passed)")
 
 
 @click.command()

@@ -10,7 +10,8 @@ at once. Rules (DESIGN section 1, issue 2):
 - leader: a name, unless a joinConfig gives it; a joinConfig fleet holds no leader credentials and
   converges at least one member; the join file agrees with the fleet;
 - tokens: ttl longer than rotateBefore; shared tokens are warned about;
-- options of the other stack are refused; sha256 pins name real bundles;
+- options of the other stack are refused; sha256 pins name real bundles; `stack: none` has
+  resources and no stack settings, antrea and ocm have a version and a clusterSet;
 - lifecycle, resources and state name real clusters; resource paths and the mirror exist;
 - kubeconfig files exist and have the context (skipped offline);
 - a loopback leader apiServer is refused when a member's server is not loopback.
@@ -82,7 +83,7 @@ class _Checker:
                     if other != name and other.startswith(name + "-"):
                         self.error(path, f"cluster IDs {name!r} and {other!r} form a dash-prefix pair, "
                                    "which Antrea refuses", f"rename one, e.g. {other.replace('-', '', 1)!r}")
-        else:
+        elif self.spec.stack == "ocm":
             for name, path in names:
                 if name in OCM_RESERVED_NAMES:
                     self.error(path, f"{name!r} cannot be an OCM cluster name: the hub makes a namespace "
@@ -154,6 +155,13 @@ class _Checker:
             self.warn(at, "ocm does not use spec.tokens", "set spec.ocm.bootstrapToken instead")
 
     def check_stack_options(self) -> None:
+        if self.spec.stack == "none":
+            self.check_no_stack()
+            return
+        for key, field in (("version", self.spec.version), ("clusterSet", self.spec.cluster_set.name)):
+            if not field:
+                self.error(SPEC, f"missing required field '{key}'",
+                           f"stack {self.spec.stack} needs spec.{key}", key=True)
         other = "ocm" if self.spec.stack == "antrea" else "antrea"
         if self.given((*SPEC, other)):
             self.error((*SPEC, other), f"{other} options in an {self.spec.stack} fleet",
@@ -171,6 +179,16 @@ class _Checker:
         if mirror is not None and not mirror.is_dir():
             self.error((*SPEC, "manifests", "mirror"), f"mirror directory {str(mirror)!r} not found",
                        f"lay it out as <dir>/{self.spec.stack}/{self.spec.version}/")
+
+    def check_no_stack(self) -> None:
+        """`stack: none` applies spec.resources only: stack settings would be silently ignored."""
+        if not self.spec.resources:
+            self.error((*SPEC, "stack"), "stack none has nothing to apply without spec.resources",
+                       "add spec.resources, or choose stack antrea or ocm")
+        for key in ("version", "clusterSet", "manifests", "tokens", "antrea", "ocm"):
+            if self.given((*SPEC, key)):
+                self.error((*SPEC, key), f"spec.{key} is not used by stack none",
+                           f"remove spec.{key}, or choose stack antrea or ocm", key=True)
 
     # --- references to clusters --------------------------------------------------------------
     def check_references(self) -> None:
@@ -256,7 +274,9 @@ class _Checker:
             if not self.offline:
                 found = self.server_for(member, at, report=True)
                 server = server or found
-            if lead_server and server and is_loopback_url(lead_server) and not is_loopback_url(server):
+            reaches_leader = self.spec.stack != "none"  # with no stack, members never call the leader
+            if reaches_leader and lead_server and server and is_loopback_url(lead_server) \
+                    and not is_loopback_url(server):
                 where = (*lead_at, "apiServer") if self.given((*lead_at, "apiServer")) else lead_at
                 self.error(where, f"the leader's API server {lead_server} is a loopback address, but member "
                            f"{member.name!r} is at {server}, on another host",

@@ -239,10 +239,16 @@ class OcmOptions(Model):
 
 
 class FleetSpec(Model):
-    stack: Literal["antrea", "ocm"] = Field(description="antrea | ocm. Required.")
-    version: Version = Field(description="Stack release, e.g. v2.7.0; selects the manifest bundle. Required.")
+    stack: Literal["antrea", "ocm", "none"] = Field(description="antrea | ocm | none (no multi-cluster "
+                                                    "system: only spec.resources). Required.")
+    # version and clusterSet are required for antrea and ocm (checking.py says so with a position);
+    # the empty defaults only let a `stack: none` fleet omit them.
+    version: Version = Field(default_factory=str, description="Stack release, e.g. v2.7.0; selects the "
+                             "manifest bundle. Required for antrea and ocm; not used by none.")
     manifests: Manifests = Field(default_factory=Manifests, description="Where manifests come from.")
-    cluster_set: ClusterSet = Field(description="The cluster set. Required.")
+    cluster_set: ClusterSet = Field(default_factory=lambda: ClusterSet.model_construct(name=""),
+                                    description="The cluster set. Required for antrea and ocm; not "
+                                    "used by none.")
     leader: Leader = Field(description="The leader (OCM: the hub). Required.")
     members: tuple[Member, ...] = Field((), description="Member clusters (OCM: spokes). Default: none "
                                         "(a leader-only fleet).")

@@ -1,8 +1,9 @@
 """From a loaded `Fleet` to what planning needs: desired resources, cluster accesses, connections.
 
-This is the one place that knows which stacks exist. The main stack (`spec.stack`) and the generic
-`resources` stack both contribute; `only` narrows to some of them (the engine's own tests drive the
-`resources` stack alone). Stacks that bring their own handlers register them when imported here.
+This is the one place that knows which stacks exist. The main stack (`spec.stack`, absent for
+`stack: none`) and the generic `resources` stack both contribute; `only` (the hidden `--only`
+option, kept for the engine's, reliability and controller tests) narrows to some of them. Stacks
+that bring their own handlers register them when imported here.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ _HANDLER_MODULES = {"ocm": ("fleetplan.live.ocm_handlers",), "antrea": ("fleetpl
 
 
 def desired_for(fleet: Fleet, only: Sequence[str] = ()) -> DesiredFleet:
-    chosen = tuple(only) or (fleet.spec.stack, "resources")
+    chosen = tuple(only) or ((fleet.spec.stack, "resources") if fleet.spec.stack != "none" else ("resources",))
     unknown = [s for s in chosen if s not in STACKS]
     if unknown:
         raise ConfigError(f"unknown stack {unknown[0]!r}", hint=f"choose from {', '.join(STACKS)}")

@@ -85,7 +85,7 @@ CASES: list[tuple[str, str | bytes, list[str]]] = [
      ["F:4:9: error: metadata.name: 'Demo_Fleet' is not a DNS-1123 label (lower-case letters, digits and "
       "'-', starting and ending with a letter or digit) (hint: for example 'demo-fleet')"]),
     ("stack typo", _swap("stack: antrea", "stack: antreaa"),
-     ["F:6:10: error: spec.stack: expected antrea or ocm, found the string 'antreaa' (hint: did you mean "
+     ["F:6:10: error: spec.stack: expected antrea, ocm or none, found the string 'antreaa' (hint: did you mean "
       "'antrea'?)"]),
     ("version without v", _swap("v2.7.0", "2.7.0"),
      ["F:7:12: error: spec.version: '2.7.0' is not a release version like v2.7.0 (hint: did you mean "
