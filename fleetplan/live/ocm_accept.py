@@ -35,6 +35,7 @@ ALLOWED_USAGES = frozenset({"client auth", "digital signature", "key enciphermen
 CLUSTER_API = "cluster.open-cluster-management.io/v1"
 WORK_API = "work.open-cluster-management.io/v1"
 CSR_API = "certificates.k8s.io/v1"
+BOOTSTRAP_USER_PREFIX = "system:bootstrap:"
 
 
 class Verdict(StrEnum):
@@ -89,6 +90,14 @@ def _state(csr: Obj) -> str:
     return "approved" if "Approved" in types else "pending"
 
 
+def _requested_by(username: str, groups: Iterable[str], allowed: frozenset[str]) -> bool:
+    """`allowed` names users, or `group:<name>` for a bootstrap token's own group: the requester
+    of such a CSR is `system:bootstrap:<token-id>` (the ID is random) and carries that group."""
+    if username in allowed:
+        return True
+    return username.startswith(BOOTSTRAP_USER_PREFIX) and any(f"group:{g}" in allowed for g in groups)
+
+
 def judge_csrs(cluster: str, requesters: Iterable[str], csrs: Sequence[Obj]) -> list[CsrJudgement]:
     """Pure: what to do with each CSR of `cluster`; raises CompetingRequestersError when pending
     valid CSRs come from more than one agent or requester."""
@@ -104,7 +113,7 @@ def judge_csrs(cluster: str, requesters: Iterable[str], csrs: Sequence[Obj]) -> 
         reason = ""
         if (meta.get("labels") or {}).get(CSR_CLUSTER_LABEL) != cluster:
             reason = f"not labelled {CSR_CLUSTER_LABEL}={cluster}"
-        elif requester not in allowed:
+        elif not _requested_by(requester, spec.get("groups") or (), allowed):
             reason = f"requested by {requester or 'an unknown user'}, not by the bootstrap identity"
         elif spec.get("signerName") != CLIENT_SIGNER:
             reason = f"signer {spec.get('signerName')!r} is not {CLIENT_SIGNER}"

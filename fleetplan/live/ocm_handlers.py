@@ -6,11 +6,10 @@ bootstrap-token rule "re-mint only while a spoke still needs it".
   it runs before anything of the spoke is deleted and refuses unless `options.force` is set.
 - `release-cluster` (on the hub): creating it does nothing; removing it deletes the spoke's CSRs,
   ManagedCluster and hub namespace, which the graph orders after the spoke is unjoined.
-- `bound-token` with `options.neededUntil`: a token whose spokes all report a working hub
-  connection is not rotated when it expires, because nothing uses it any more; any other token is
-  assessed by the engine's own bound-token handler, unchanged.
+- `bootstrap-token` and `bound-token`: the spokes' bootstrap tokens (`ocm_tokens`): neither is
+  re-minted once every spoke it bootstraps has joined.
 
-Importing this module registers all three (`register_ocm_handlers` is idempotent).
+Importing this module registers all four (`register_ocm_handlers` is idempotent).
 Invariant: `ClusterOcmHub` is the only place here that builds requests; it uses the engine's
 `Cluster` protocol plus `KubeCluster.replace_subresource` (PUT) for the CSR approval.
 """
@@ -22,7 +21,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from fleetplan.addrs import Address
 from fleetplan.errors import ClusterError
 from fleetplan.live import handlers
 from fleetplan.live import readiness as readying
@@ -36,6 +34,7 @@ from fleetplan.live.ocm_accept import (
     check_no_manifest_works,
     release_cluster,
 )
+from fleetplan.live.ocm_tokens import BootstrapTokenSecretHandler, BoundBootstrapTokenHandler
 from fleetplan.stacks.desired import Handler
 
 
@@ -137,50 +136,13 @@ class ReleaseClusterHandler:
         release_cluster(ClusterOcmHub(cluster), name, timeout=work.timeout)
 
 
-def _condition_holds(obj: Obj | None, condition: str, status: str) -> bool:
-    for item in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if item.get("type") == condition:
-            return bool(item.get("status") == status)
-    return False
-
-
-class BootstrapTokenHandler:
-    """The engine's bound-token handler, except that `neededUntil` can retire a token's rotation."""
-
-    def __init__(self, inner: handlers.ResourceHandler) -> None:
-        self.inner = inner
-        self.object_backed = inner.object_backed
-        self.outputs_readable = inner.outputs_readable
-
-    def assess(self, item: handlers.AssessInput) -> handlers.Assessment:
-        verdict = self.inner.assess(item)
-        needed = item.options.get("neededUntil")
-        if verdict.action != "update" or not item.recorded or not needed:
-            return verdict
-        for rule in needed:
-            obj = item.live.get(Address.parse(str(rule["address"])))
-            if not _condition_holds(obj, str(rule["condition"]), str(rule.get("status", "True"))):
-                return verdict
-        return handlers.Assessment("no-op", f"not rotated ({verdict.reason}): every spoke it bootstraps "
-                                   "has joined and no longer uses it")
-
-    def converge(self, cluster: Cluster, work: handlers.Work,
-                 progress: readying.Progress) -> handlers.Result:
-        return self.inner.converge(cluster, work, progress)
-
-    def read(self, cluster: Cluster, work: handlers.Work) -> handlers.Result:
-        return self.inner.read(cluster, work)
-
-    def remove(self, cluster: Cluster, work: handlers.Work, progress: readying.Progress) -> None:
-        self.inner.remove(cluster, work, progress)
-
-
 def register_ocm_handlers() -> None:
     handlers.register(Handler.ACCEPT_CLUSTER, AcceptClusterHandler())
     handlers.register(Handler.RELEASE_CLUSTER, ReleaseClusterHandler())
+    handlers.register(Handler.BOOTSTRAP_TOKEN, BootstrapTokenSecretHandler())
     current = handlers.lookup(Handler.BOUND_TOKEN)
-    if not isinstance(current, BootstrapTokenHandler):
-        handlers.register(Handler.BOUND_TOKEN, BootstrapTokenHandler(current))
+    if not isinstance(current, BoundBootstrapTokenHandler):
+        handlers.register(Handler.BOUND_TOKEN, BoundBootstrapTokenHandler(current))
 
 
 register_ocm_handlers()

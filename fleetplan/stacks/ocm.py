@@ -53,6 +53,7 @@ from fleetplan.stacks.desired import (
 
 HUB_NAMESPACE = "open-cluster-management"
 AGENT_NAMESPACE = "open-cluster-management-agent"
+TOKEN_NAMESPACE = "kube-system"
 BOOTSTRAP_SA = "agent-registration-bootstrap"
 BOOTSTRAP_ROLE = "open-cluster-management:bootstrap"
 BOOTSTRAP_SECRET = "bootstrap-hub-kubeconfig"
@@ -215,45 +216,48 @@ def _bundle_readiness(obj: Mapping[str, Any], cluster: str) -> Readiness:
 
 def _bootstrap_identity(fleet: Fleet, hub: ClusterRef, account: str,
                         spokes: Sequence[str]) -> list[DesiredResource]:
-    """ServiceAccount, ClusterRoleBinding and token for one bootstrap identity on the hub."""
-    sa = Address(hub.name, "", "ServiceAccount", HUB_NAMESPACE, account)
+    """The bootstrap identity on the hub: ClusterRoleBinding and token, plus its ServiceAccount
+    (bound tokens) or its own group (bootstrap-token Secrets)."""
     binding_name = bootstrap_binding(account)
+    secret_kind = fleet.spec.ocm.bootstrap_token.kind == "secret"
+    subject = ({"kind": "Group", "apiGroup": RBAC, "name": bootstrap_group(account)} if secret_kind
+               else {"kind": "ServiceAccount", "name": account, "namespace": HUB_NAMESPACE})
     binding = DesiredResource(
         Address(hub.name, RBAC, "ClusterRoleBinding", "", binding_name),
         {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": binding_name},
-         "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": BOOTSTRAP_ROLE},
-         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": HUB_NAMESPACE}]})
+         "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": BOOTSTRAP_ROLE}, "subjects": [subject]})
+    token = _token(fleet, hub, account, spokes)
+    if secret_kind:
+        return [binding, token]
     account_body = {"apiVersion": "v1", "kind": "ServiceAccount",
                     "metadata": {"name": account, "namespace": HUB_NAMESPACE}}
-    return [DesiredResource(sa, account_body), binding, _token(fleet, hub, account, spokes)]
+    sa = Address(hub.name, "", "ServiceAccount", HUB_NAMESPACE, account)
+    return [DesiredResource(sa, account_body), binding, token]
 
 
 def token_address(hub: str, account: str, kind: str) -> Address:
     if kind == "secret":
-        return Address(hub, "", "Secret", HUB_NAMESPACE, f"{account}-token")
+        return Address(hub, FLEETPLAN_GROUP, "BootstrapToken", TOKEN_NAMESPACE, account)
     return Address(hub, FLEETPLAN_GROUP, "BoundToken", HUB_NAMESPACE, account)
 
 
 def _token(fleet: Fleet, hub: ClusterRef, account: str, spokes: Sequence[str]) -> DesiredResource:
+    """Minted at apply time, never stored. A bootstrap token only matters until the spoke holds its
+    signed certificate, so rotation is planned only while a spoke has not joined (docs/ocm.md)."""
     settings = fleet.spec.ocm.bootstrap_token
     address = token_address(hub.name, account, settings.kind)
-    options: dict[str, Any] = {"serviceAccount": account, "caSha256": hub.ca_sha256}
+    options: dict[str, Any] = {
+        "caSha256": hub.ca_sha256, "ttlSeconds": settings.ttl_seconds,
+        "rotateBeforeSeconds": min(fleet.spec.tokens.rotate_before_seconds, settings.ttl_seconds // 4),
+        # The klusterlet reports HubConnectionDegraded=False once its agent holds a working hub
+        # kubeconfig from its signed certificate.
+        "neededUntil": [{"address": str(klusterlet_address(name)), "apiVersion": f"{OPERATOR_GROUP}/v1",
+                         "condition": "HubConnectionDegraded", "status": "False"} for name in spokes]}
     if settings.kind == "secret":
-        body = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
-                "metadata": {"name": address.name, "namespace": HUB_NAMESPACE,
-                             "annotations": {"kubernetes.io/service-account.name": account}}}
-        return DesiredResource(address, body, handler=Handler.SECRET_TOKEN, options=options,
-                               sensitive_paths=frozenset({"data.token", "data.ca.crt"}))
-    # A bootstrap token only matters until the spoke holds its signed certificate, so rotation
-    # is planned only while the spoke has not joined (see docs/ocm.md, "Tokens").
-    options.update({"ttlSeconds": settings.ttl_seconds,
-                    "rotateBeforeSeconds": min(fleet.spec.tokens.rotate_before_seconds,
-                                               settings.ttl_seconds // 4),
-                    # The klusterlet reports HubConnectionDegraded=False once its agent holds a
-                    # working hub kubeconfig from its signed certificate.
-                    "neededUntil": [{"address": str(klusterlet_address(name)), "apiVersion":
-                                     f"{OPERATOR_GROUP}/v1", "condition": "HubConnectionDegraded",
-                                     "status": "False"} for name in spokes]})
+        options.update({"group": bootstrap_group(account), "fleet": fleet.name})
+        return DesiredResource(address, {"identity": account, "namespace": TOKEN_NAMESPACE},
+                               handler=Handler.BOOTSTRAP_TOKEN, options=options)
+    options["serviceAccount"] = account
     return DesiredResource(address, {"serviceAccount": account, "namespace": HUB_NAMESPACE},
                            handler=Handler.BOUND_TOKEN, options=options)
 
@@ -308,7 +312,7 @@ def _render_spoke(fleet: Fleet, hub: str, spoke: ClusterRef, bundle: Any, server
         readiness=Readiness(ReadinessKind.CONDITION, "ManagedClusterJoined",
                             description=f"ManagedCluster {spoke.name} joined hub {hub}"),
         options={"clusterName": spoke.name, "labels": dict(sorted(labels.items())),
-                 "requesters": [bootstrap_username(account)],
+                 "requesters": [bootstrap_requester(account, fleet.spec.ocm.bootstrap_token.kind)],
                  "timeoutSeconds": fleet.spec.wait.timeout_seconds})
     marker = DesiredResource(release, {"clusterName": spoke.name}, handler=Handler.RELEASE_CLUSTER,
                              depends_on=frozenset({
@@ -408,3 +412,13 @@ def bootstrap_binding(account: str) -> str:
 def bootstrap_username(account: str) -> str:
     """The user a bootstrap ServiceAccount's token authenticates as (what CSRs record)."""
     return f"system:serviceaccount:{HUB_NAMESPACE}:{account}"
+
+
+def bootstrap_group(account: str) -> str:
+    """The group a bootstrap-token Secret of `account` grants (its `auth-extra-groups`)."""
+    return f"system:bootstrappers:managedcluster:{account}"
+
+
+def bootstrap_requester(account: str, kind: str) -> str:
+    """Who may request a spoke's certificate, as `ocm_accept.judge_csrs` reads it."""
+    return f"group:{bootstrap_group(account)}" if kind == "secret" else bootstrap_username(account)

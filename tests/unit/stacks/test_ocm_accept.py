@@ -168,3 +168,18 @@ def test_release_deletes_csrs_cluster_and_namespace() -> None:
     deleted = release_cluster(hub, "west", timeout=1)
     assert deleted == ("CertificateSigningRequest/c1", "CertificateSigningRequest/c2",
                        "ManagedCluster/west", "Namespace/west")
+
+
+def test_a_bootstrap_token_csr_is_approved_only_with_the_spokes_own_group() -> None:
+    west = "system:bootstrappers:managedcluster:agent-registration-bootstrap-west"
+    east = "system:bootstrappers:managedcluster:agent-registration-bootstrap-east"
+
+    def verdict(user: str, groups: list[str]) -> Verdict:
+        csr = _csr("c1", user=user)
+        csr["spec"]["groups"] = [*groups, "system:bootstrappers", "system:authenticated"]
+        return judge_csrs("west", [f"group:{west}"], [csr])[0].verdict
+
+    assert verdict("system:bootstrap:abc123", [west]) == Verdict.APPROVE
+    assert verdict("system:bootstrap:abc123", [east]) == Verdict.IGNORE  # another spoke's token
+    assert verdict("system:bootstrap:abc123", []) == Verdict.IGNORE
+    assert verdict(BOOT, [west]) == Verdict.IGNORE  # the group alone does not make a bootstrap token

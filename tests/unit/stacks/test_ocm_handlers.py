@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 from fleetplan.addrs import Address
 from fleetplan.live import handlers
-from fleetplan.live.ocm_handlers import AcceptClusterHandler, BootstrapTokenHandler, ReleaseClusterHandler
+from fleetplan.live.ocm_handlers import AcceptClusterHandler, ReleaseClusterHandler
+from fleetplan.live.ocm_tokens import BootstrapTokenSecretHandler, BoundBootstrapTokenHandler
 from fleetplan.stacks.desired import Handler
 
 TOKEN = Address.parse("hub/fleetplan.dev/BoundToken/open-cluster-management/"
@@ -32,7 +33,7 @@ def _assess(klusterlet_status: str | None) -> handlers.Assessment:
 def test_registry_holds_the_ocm_handlers() -> None:
     assert isinstance(handlers.lookup(Handler.ACCEPT_CLUSTER), AcceptClusterHandler)
     assert isinstance(handlers.lookup(Handler.RELEASE_CLUSTER), ReleaseClusterHandler)
-    assert isinstance(handlers.lookup(Handler.BOUND_TOKEN), BootstrapTokenHandler)
+    assert isinstance(handlers.lookup(Handler.BOUND_TOKEN), BoundBootstrapTokenHandler)
 
 
 def test_expired_token_of_a_joined_spoke_is_not_rotated() -> None:
@@ -56,3 +57,25 @@ def test_acceptance_is_replanned_when_labels_change() -> None:
     changed = handlers.AssessInput(address, {"labels": {"env": "dev"}}, True, outputs, {}, 0.0)
     assert handler.assess(same).action == "no-op"
     assert handler.assess(changed).action == "update"
+
+
+def test_bootstrap_token_secret_expires_as_configured_and_is_reminted_only_while_needed() -> None:
+    handler = handlers.lookup(Handler.BOOTSTRAP_TOKEN)
+    assert isinstance(handler, BootstrapTokenSecretHandler)
+    address = Address.parse("hub/fleetplan.dev/BootstrapToken/kube-system/agent-registration-bootstrap-west")
+    options = {**OPTIONS, "ttlSeconds": 60, "rotateBeforeSeconds": 15}
+    minted = datetime(2030, 1, 1, tzinfo=UTC).timestamp()
+    outputs = {"expiry": datetime.fromtimestamp(minted + 60, UTC).isoformat()}
+
+    def at(seconds: float, joined: bool | None) -> str:
+        live = {}
+        if joined is not None:
+            live[KLUSTERLET] = {"status": {"conditions": [
+                {"type": "HubConnectionDegraded", "status": "False" if joined else "True"}]}}
+        return handler.assess(handlers.AssessInput(address, options, True, outputs, live, minted + seconds)).action
+
+    assert handler.assess(handlers.AssessInput(address, options, False, {}, {}, minted)).action == "create"
+    assert at(30, joined=None) == "no-op"  # valid for another 30s, more than rotateBefore
+    assert at(50, joined=False) == "update"  # within rotateBefore of its expiry, spoke not joined
+    assert at(61, joined=None) == "update"  # expired, spoke not seen
+    assert at(61, joined=True) == "no-op"  # expired, but the spoke holds its certificate

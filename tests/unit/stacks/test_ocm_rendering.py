@@ -115,12 +115,27 @@ def test_shared_strategy_uses_one_identity_and_warns(tmp_path: Path) -> None:
     assert any("shared" in w for w in desired.warnings)
 
 
-def test_secret_kind_uses_a_service_account_token_secret(tmp_path: Path) -> None:
-    desired = _render(_fleet(tmp_path, ocm={"bootstrapToken": {"kind": "secret"}}))
-    secret = _get(desired, "hub/core/Secret/open-cluster-management/agent-registration-bootstrap-west-token")
-    assert secret.handler == Handler.SECRET_TOKEN
-    assert secret.body["type"] == "kubernetes.io/service-account-token"
-    assert not [r for r in desired.resources if r.handler == Handler.BOUND_TOKEN]
+def test_secret_kind_uses_an_expiring_bootstrap_token_secret_per_identity(tmp_path: Path) -> None:
+    desired = _render(_fleet(tmp_path, ocm={"bootstrapToken": {"kind": "secret", "ttl": "10m"}}))
+    account = "agent-registration-bootstrap-west"
+    token = _get(desired, f"hub/fleetplan.dev/BootstrapToken/kube-system/{account}")
+    group = f"system:bootstrappers:managedcluster:{account}"
+    assert token.handler == Handler.BOOTSTRAP_TOKEN
+    assert token.options["ttlSeconds"] == 600 and token.options["group"] == group
+    assert token.options["neededUntil"][0]["address"] == \
+        "west/operator.open-cluster-management.io/Klusterlet/-/klusterlet"
+    # The identity is the token's own group: no ServiceAccount, a binding to the group, and only
+    # CSRs from a bootstrap token of that group are accepted.
+    binding = _get(desired, "hub/rbac.authorization.k8s.io/ClusterRoleBinding/-/"
+                            f"open-cluster-management:bootstrap:{account}")
+    assert binding.body["subjects"] == [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": group}]
+    assert not [r for r in desired.resources if r.address.kind == "ServiceAccount" and account in r.address.name]
+    accept = _get(desired, "hub/fleetplan.dev/ClusterAcceptance/-/west")
+    assert accept.options["requesters"] == [f"group:{group}"]
+    kubeconfig = _get(desired, "west/core/Secret/open-cluster-management-agent/bootstrap-hub-kubeconfig")
+    assert {ref.source for _, ref in kubeconfig.body["data"]["kubeconfig"].refs} == {token.address}
+    assert not [r for r in desired.resources if r.handler in (Handler.BOUND_TOKEN, Handler.SECRET_TOKEN)]
+    build_graph(desired.resources)  # every dependency resolves
 
 
 def test_bootstrap_kubeconfig_is_built_from_refs_and_holds_no_secret(tmp_path: Path) -> None:
