@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetplan.addrs import Address
-from fleetplan.errors import StateError
+from fleetplan.errors import FleetplanError, StateError
 
 FORMAT_VERSION = 1
 
@@ -161,6 +161,11 @@ def from_dict(data: Any, *, source: str) -> State:
     except (KeyError, TypeError, ValueError) as err:
         raise StateError(
             f"{source} is damaged: {type(err).__name__}: {err}",
+            hint="restore the previous version from the .backup file next to it",
+        ) from err
+    except FleetplanError as err:  # e.g. an unparsable address: the state file is what is wrong
+        raise StateError(
+            f"{source} is damaged: {err.diagnostics[0].summary}",
             hint="restore the previous version from the .backup file next to it",
         ) from err
 

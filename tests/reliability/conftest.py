@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fleetkit import FULL, RESULTS, ROOT
 from report import render
 

@@ -70,6 +70,11 @@ subjects: [{{kind: ServiceAccount, name: robot, namespace: {ns}}}]
 """
 
 
+def with_only(args: tuple[str, ...] | list[str]) -> list[str]:
+    """Engine commands are narrowed to the `resources` stack (the fleet file names a main stack)."""
+    return [*args, "--only", "resources"] if args and args[0] in ("plan", "apply", "destroy", "graph") else list(args)
+
+
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -129,7 +134,7 @@ spec:
         return self.root / "state" / f"{self.name}.json"
 
     def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "fleetplan", *args, "--only", "resources"]
+        return [sys.executable, "-m", "fleetplan", *with_only(args)]
 
     def run(self, *args: str, check: int | None = 0, env: dict[str, str] | None = None,
             timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -187,3 +192,28 @@ def assert_clean_end_state(fleet: ResourcesFleet, *, destroyed: bool = False) ->
     assert not wrong_uid, f"state records stale uids for {wrong_uid}"
     plan = fleet.run("plan", "--detailed-exitcode", check=None)
     assert plan.returncode == 0, f"plan after resume is not empty:\n{plan.stdout}\n{plan.stderr}"
+
+
+def run_in_process(cwd: Path, *args: str) -> tuple[int, str, str]:
+    """Run the CLI's entry point in this process (no interpreter start-up): (exit, stdout, stderr).
+
+    Used where many runs need no isolation; crash and lock tests always use real subprocesses.
+    """
+    import contextlib
+    import io
+
+    from fleetplan.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    previous = Path.cwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+                code = 0
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    finally:
+        os.chdir(previous)
+    return code, out.getvalue(), err.getvalue()

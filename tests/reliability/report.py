@@ -51,8 +51,11 @@ def _crash(section: dict[str, Any]) -> str:
     tried = [r for r in rows if r["survived"] != "n/a"]
     survived = sum(r["survived"] is True for r in tried)
     stacks = sorted({r["stack"] for r in rows})
-    by_op = Counter((r["stack"], r["operation"], r["point"].split()[0].rstrip(",")) for r in tried)
-    ok_by_op = Counter((r["stack"], r["operation"], r["point"].split()[0].rstrip(",")) for r in tried if r["survived"] is True)
+    def kind(r: dict[str, Any]) -> tuple[str, str, str]:
+        return r["stack"], r["operation"], r["point"].split()[0].rstrip(",")
+
+    by_op = Counter(kind(r) for r in tried)
+    ok_by_op = Counter(kind(r) for r in tried if r["survived"] is True)
     summary = _table(["stack", "operation", "kind of kill point", "tried", "survived"],
                      [[s, o, k, n, ok_by_op[(s, o, k)]] for (s, o, k), n in sorted(by_op.items())])
     detail = _table(["stack", "operation", "kill point", "survived"],
