@@ -41,7 +41,7 @@ def test_second_apply_is_refused_naming_the_holder(fleet: ResourcesFleet) -> Non
         except (FileNotFoundError, ValueError):
             time.sleep(0.02)
     second = fleet.run("apply", "--auto-approve", check=None)
-    out, err = first.communicate(timeout=300)
+    _out, err = first.communicate(timeout=300)
     ok = (second.returncode == 4 and f"pid {first.pid}" in second.stderr and held["id"] in second.stderr
           and "force-unlock" in second.stderr and "Traceback" not in second.stderr and first.returncode == 0)
     record("concurrency", scenario="two applies at once", outcome=f"second exit {second.returncode}: "
