@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "destroy": ("fleetplan.cli.applying", "destroy", "Delete everything this fleet created, in reverse order."),
     "state": ("fleetplan.cli.stating", "state", "Inspect or edit the state (list|show|rm)."),
     "force-unlock": ("fleetplan.cli.stating", "force_unlock", "Release a lock left by a run that is gone."),
-    "graph": ("fleetplan.cli.graphing", "graph", "Print the dependency graph (dot|mermaid)."),
+    "graph": ("fleetplan.cli.graphing", "graph", "Print the dependency graph (dot|mermaid|svg|png)."),
     "controller": ("fleetplan.cli.controlling", "controller", "Reconcile Fleet resources in a management cluster."),
     "join-config": ("fleetplan.cli.joinconfig", "join_config", "Export a member's join file (Antrea, mode 0600)."),
 }
