@@ -138,9 +138,12 @@ class Reconciler:
                     raise LockedError(f"{label}: no longer the leader; not applying")
                 self.log("applying", fleet=label, summary=statuses.plan_summary(plan, None)["summary"])
                 if mode == Mode.NORMAL:
-                    previous = (obj.get("status") or {}).get("conditions") or []
-                    self._status(obj, statuses.progressing(list(fleet.cluster_names()), plan, previous),
-                                 int(obj["metadata"].get("generation") or 0))
+                    # observedGeneration moves only when a reconcile finishes: until then the
+                    # other conditions still describe the generation they were written for
+                    status = obj.get("status") or {}
+                    self._status(obj, statuses.progressing(list(fleet.cluster_names()), plan,
+                                                           status.get("conditions") or []),
+                                 int(status.get("observedGeneration") or 0))
             executor = ClusterExecutor(plan, clusters, default_timeout=float(fleet.spec.wait.timeout_seconds))
             hooks = Hooks([StateRecorder(store, state, plan.fleet), StepLog(self.log, label)])
             summary = walk_plan(plan, executor, hooks, parallelism=self.settings.parallelism)

@@ -109,7 +109,7 @@ class ObjectClient:
         """A JSON merge patch (a resourceVersion in `patch.metadata` makes it conditional)."""
         path = self._path(api_version, kind, namespace, name) + (f"/{subresource}" if subresource else "")
         return self._write(
-            "PATCH", path, json.dumps(patch), "application/merge-patch+json", f"patch {kind} {name}"
+            "PATCH", path, dict(patch), "application/merge-patch+json", f"patch {kind} {name}"
         )
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
