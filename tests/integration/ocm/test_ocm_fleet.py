@@ -13,20 +13,24 @@ import json
 import os
 import stat
 import sys
+import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
+from fleetplan.addrs import Address
 from fleetplan.apply.executing import ClusterExecutor
 from fleetplan.apply.recording import StateRecorder
 from fleetplan.apply.walking import walk_plan
 from fleetplan.cli.planning import Session
 from fleetplan.lab import Lab
 from fleetplan.lab.clusters import admin_rest
-from fleetplan.lab.simulators.ocm import HubOperatorSimulation, RegistrationAgentSimulation
+from fleetplan.lab.simulators.ocm import AGENT_NS, CredentialRest, HubOperatorSimulation, RegistrationAgentSimulation
 from fleetplan.plan import fleets, planning
 from fleetplan.plan.model import Action, Mode, Plan
 from fleetplan.stacks.bundles import ENV_MIRROR
@@ -260,3 +264,67 @@ def test_a_csr_from_another_requester_is_not_approved(ocm_lab: dict[str, Any], t
         assert not (rest.get(f"{CSRS}/{name}").get("status") or {}).get("conditions")
     finally:
         rest.request("DELETE", f"{CSRS}/{name}")
+
+
+def _bootstrap_token(spoke: Any) -> str:
+    """The token inside the spoke's bootstrap-hub-kubeconfig (read as the agent would; never shown)."""
+    secret = admin_rest(spoke).get(f"/api/v1/namespaces/{AGENT_NS}/secrets/bootstrap-hub-kubeconfig")
+    kubeconfig = YAML(typ="safe").load(base64.b64decode(secret["data"]["kubeconfig"]).decode())
+    return str(kubeconfig["users"][0]["user"]["token"])
+
+
+def _who(hub_cluster: Any, token: str) -> tuple[int, str]:
+    """(HTTP status, username) of a SelfSubjectReview on the hub with `token`."""
+    ca = Path(hub_cluster.ca).read_text()
+    status, data = CredentialRest(hub_cluster.server, ca, token=token).request(
+        "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    user = json.loads(data).get("status", {}).get("userInfo", {}).get("username", "") if status < 300 else ""
+    return status, user
+
+
+def _token_expiry(fleet_file: Path, address: str) -> float:
+    state = Session.open(str(fleet_file)).store.read()
+    assert state is not None
+    return datetime.fromisoformat(state.resources[Address.parse(address)].outputs["expiry"]).timestamp()
+
+
+def test_bootstrap_token_expires_and_a_fresh_one_is_minted_only_while_a_spoke_needs_it(
+        ocm_lab: dict[str, Any]) -> None:
+    lab = ocm_lab["lab"]
+    hub, spoke = lab.clusters[0], lab.clusters[1]
+    token = f"{hub.name}/fleetplan.dev/BootstrapToken/kube-system/agent-registration-bootstrap-{spoke.name}"
+    agent = ocm_lab["agents"][spoke.name]
+    agent.stop()  # the spoke's agent is down: the spoke cannot join with the first token
+    fleet = _write_fleet(ocm_lab["tmp"], lab, [spoke.name], ocm_lab["suffix"], "token.yaml",
+                         ocm={"bootstrapToken": {"kind": "secret", "ttl": "30s"}}, wait={"timeout": "8s"})
+    _, summary = converge(fleet)
+    assert [str(o.step.address) for o in summary.failures] == [
+        f"{hub.name}/fleetplan.dev/ClusterAcceptance/-/{spoke.name}"], _failures(summary)
+    first = _bootstrap_token(spoke)
+    status, user = _who(hub, first)
+    assert status == 201 and user.startswith("system:bootstrap:"), status
+    expiry = _token_expiry(fleet, token)
+    assert 0 < expiry - time.time() <= 30
+
+    # The token expires as configured: the API server no longer accepts it.
+    time.sleep(max(0.0, expiry - time.time()) + 2)
+    assert _who(hub, first)[0] == 401
+    planned = {str(s.address): s for s in replan(fleet).steps}
+    assert planned[token].action == Action.UPDATE and "expired" in planned[token].reason
+    assert planned[f"{spoke.name}/core/Secret/{AGENT_NS}/bootstrap-hub-kubeconfig"].action == Action.UPDATE
+
+    # The spoke still needs one: the next apply mints a fresh token, and the spoke joins with it.
+    agent.start()
+    _, summary = converge(fleet)
+    assert not _failures(summary), _failures(summary) + ocm_lab["logs"][-10:]
+    second = _bootstrap_token(spoke)
+    assert second != first and _who(hub, second)[0] == 201
+    assert agent.hub_identity is not None
+
+    # Once it has expired too, nothing needs it any more: no fresh token, "No changes".
+    time.sleep(max(0.0, _token_expiry(fleet, token) - time.time()) + 2)
+    assert _who(hub, second)[0] == 401
+    again = replan(fleet)
+    assert changes(again) == []
+    assert "no longer uses it" in next(s.reason for s in again.steps if str(s.address) == token)
