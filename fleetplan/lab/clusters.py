@@ -46,6 +46,10 @@ def node_ip_for(index: int) -> str:
     return f"10.{index}.255.254"
 
 
+def node_twin_for(index: int) -> str:
+    return f"127.{index}.255.254"
+
+
 def free_port(host: str) -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -61,7 +65,10 @@ def plan_cluster(name: str, index: int, lab_dir: Path, shm_root: Path | None) ->
     host = host_for(index)
     root = lab_dir / name
     ports = {c: free_port(host) for c in ("etcd-client", "etcd-peer", "kube-apiserver",
-                                          "kube-controller-manager", "kube-scheduler", "kwok")}
+                                          "kube-controller-manager", "kube-scheduler")}
+    # kwok's server plays the kubelet endpoint, so it listens where the API server's calls to the
+    # node address (10.i.255.254) arrive: that address's loopback twin.
+    ports["kwok"] = free_port(node_twin_for(index))
     # On disk, not tmpfs: etcd preallocates 64 MiB WAL segments, which tmpfs would hold in RAM;
     # with --unsafe-no-fsync the page cache absorbs the writes anyway.
     etcd_data = root / "etcd"
@@ -184,7 +191,8 @@ class ClusterStarter:
             b / "kube-controller-manager", p, c.name, c.host, c.ports["kube-controller-manager"]))
         self._spawn("kube-scheduler", comp.scheduler_argv(b / "kube-scheduler", p, c.host,
                                                           c.ports["kube-scheduler"]))
-        self._spawn("kwok", comp.kwok_argv(b / "kwok", p, c.host, c.ports["kwok"], c.pod_cidr, c.node_ip))
+        self._spawn("kwok", comp.kwok_argv(b / "kwok", p, c.loopback_for(c.node_ip), c.ports["kwok"],
+                                           c.pod_cidr, c.node_ip))
         api = admin_rest(c)
         api.ensure("/api/v1/nodes", comp.fake_node(f"{c.name}-node-1"))
         wait_for(f"a Ready kwok node in {c.name}", lambda: node_ready(api, f"{c.name}-node-1"), self.timeout,

@@ -103,7 +103,7 @@ def apiserver_argv(binary: Path, p: ClusterPaths, host: str, port: int, etcd_cli
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
         "--enable-bootstrap-token-auth=true", "--allow-privileged=true",
-        "--enable-aggregator-routing=true",
+        "--enable-aggregator-routing=true", "--kubelet-preferred-address-types=InternalIP",
         f"--requestheader-client-ca-file={p.pem('front-proxy-ca.crt')}",
         "--requestheader-allowed-names=front-proxy-client",
         "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
@@ -148,11 +148,12 @@ def scheduler_argv(binary: Path, p: ClusterPaths, host: str, port: int) -> list[
             "--leader-elect=false", "--profiling=false"]
 
 
-def kwok_argv(binary: Path, p: ClusterPaths, host: str, port: int, pod_cidr: str, node_ip: str) -> list[str]:
+def kwok_argv(binary: Path, p: ClusterPaths, node_twin: str, port: int, pod_cidr: str, node_ip: str) -> list[str]:
     return [str(binary), f"--kubeconfig={p.component_kubeconfig('kwok')}", f"--config={p.kwok_config}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
-            f"--cidr={pod_cidr}", f"--node-ip={node_ip}", f"--server-address={host}:{port}",
+            f"--cidr={pod_cidr}", f"--node-ip={node_ip}", f"--node-port={port}",
+            f"--server-address={node_twin}:{port}",
             "--node-lease-duration-seconds=40"]
 
 
@@ -180,8 +181,11 @@ conditions:
 addresses:
 - address: {{ NodeIP | Quote }}
   type: InternalIP
-- address: {{ NodeName | Quote }}
+- address: {{ .metadata.name | Quote }}
   type: Hostname
+daemonEndpoints:
+  kubeletEndpoint:
+    Port: {{ NodePort }}
 """
 _NODE_READY = _CONDITIONS + """allocatable: {cpu: "64", memory: 256Gi, pods: "500"}
 capacity: {cpu: "64", memory: 256Gi, pods: "500"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import uuid
 
 import pytest
 from kubernetes import client
@@ -46,7 +47,7 @@ def test_deployment_becomes_available_on_the_kwok_node(lab, lab_client, lab_name
 def test_deleting_a_namespace_completes(lab, lab_client):
     api = lab_client(lab.clusters[1])
     core = client.CoreV1Api(api)
-    name = "t-ns-deletion"
+    name = f"t-ns-deletion-{uuid.uuid4().hex[:6]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     # Content the namespace controller must remove first, including a rolled-out workload.
     core.create_namespaced_config_map(name, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="cm")))
