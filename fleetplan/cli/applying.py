@@ -1,16 +1,15 @@
 """`fleetplan apply [PLANFILE]` and `fleetplan destroy`: lock, plan (or load and check a saved
 plan), confirm, walk, record state after every step, unlock.
 
-Progress is printed by a view hook (human lines, or JSON lines with `--json`); the engine itself
-never prints. A run that had failures exits 1 and names each root cause; dependents that were
-skipped are listed under it.
+Progress is printed by a view hook (`cli.progress.HumanProgress`, or JSON lines with `--json`);
+the engine itself never prints. A run that had failures exits 1 and names each root cause;
+dependents that were skipped are listed under it.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import Any
 
 import click
@@ -21,47 +20,13 @@ from fleetplan.apply.killing import kill_switches
 from fleetplan.apply.recording import StateRecorder
 from fleetplan.apply.walking import DEFAULT_PARALLELISM, walk_plan
 from fleetplan.cli.planning import Session, color_enabled, file_option, only_option, print_plan
+from fleetplan.cli.progress import HumanProgress
 from fleetplan.errors import ApplyError, Diagnostic, PlanError
 from fleetplan.live import reading
 from fleetplan.plan import fleets, planfile, planning
 from fleetplan.plan.model import Action, Mode, Plan, Step
 
 JSON_EVENTS_VERSION = "1.0"
-_VERB = {
-    Action.CREATE: ("Creating", "Creation"),
-    Action.UPDATE: ("Modifying", "Modifications"),
-    Action.DELETE: ("Destroying", "Destruction"),
-    Action.REPLACE: ("Replacing", "Replacement"),
-    Action.READ: ("Reading", "Read"),
-}
-
-
-class HumanView(Hook):
-    def __init__(self, color: bool) -> None:
-        self.color = color
-        self._started: dict[Any, float] = {}
-
-    def _line(self, text: str, fg: str | None = None) -> None:
-        click.echo(click.style(text, fg=fg) if (self.color and fg) else text)
-
-    def step_starting(self, step: Step) -> None:
-        if step.action in _VERB:
-            self._started[step.address] = time.monotonic()
-            self._line(f"{step.address}: {_VERB[step.action][0]}...")
-
-    def step_progress(self, step: Step, message: str) -> None:
-        self._line(f"{step.address}: Still working: {message}")
-
-    def step_finished(self, outcome: Outcome) -> None:
-        step = outcome.step
-        if outcome.status == Status.OK and step.action in _VERB:
-            self._line(
-                f"{step.address}: {_VERB[step.action][1]} complete after {outcome.seconds:.1f}s", "green"
-            )
-        elif outcome.status == Status.FAILED and outcome.error:
-            self._line(f"{step.address}: Error: {outcome.error.summary}", "red")
-        elif outcome.status == Status.SKIPPED:
-            self._line(f"{step.address}: Skipped: {outcome.root_cause} failed", "yellow")
 
 
 class JsonView(Hook):
@@ -164,7 +129,7 @@ def run_apply(
             if plan.has_changes and not auto_approve:
                 _confirm(mode)
         recorder = StateRecorder(store, state, plan.fleet)
-        view: Hook = JsonView() if as_json else HumanView(color)
+        view: Hook = JsonView() if as_json else HumanProgress(color=color)
         executor = ClusterExecutor(
             plan, clusters, default_timeout=float(session.fleet.spec.wait.timeout_seconds)
         )
