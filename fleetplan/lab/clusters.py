@@ -13,6 +13,7 @@ clean up, even after a failed or interrupted `up`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import ssl
@@ -50,11 +51,13 @@ def node_twin_for(index: int) -> str:
     return f"127.{index}.255.254"
 
 
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
+def free_ports(host: str, count: int) -> list[int]:
+    """`count` distinct free ports on `host` (all held open while choosing, so none repeats)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in socks:
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 def plan_cluster(name: str, index: int, lab_dir: Path, shm_root: Path | None) -> LabCluster:
@@ -64,11 +67,11 @@ def plan_cluster(name: str, index: int, lab_dir: Path, shm_root: Path | None) ->
                        hint="use fewer clusters or a lower --first-index")
     host = host_for(index)
     root = lab_dir / name
-    ports = {c: free_port(host) for c in ("etcd-client", "etcd-peer", "kube-apiserver",
-                                          "kube-controller-manager", "kube-scheduler")}
+    names = ("etcd-client", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+    ports = dict(zip(names, free_ports(host, len(names)), strict=True))
     # kwok's server plays the kubelet endpoint, so it listens where the API server's calls to the
     # node address (10.i.255.254) arrive: that address's loopback twin.
-    ports["kwok"] = free_port(node_twin_for(index))
+    ports["kwok"] = free_ports(node_twin_for(index), 1)[0]
     # On disk, not tmpfs: etcd preallocates 64 MiB WAL segments, which tmpfs would hold in RAM;
     # with --unsafe-no-fsync the page cache absorbs the writes anyway.
     etcd_data = root / "etcd"
