@@ -6,18 +6,15 @@ others. Every test owns a namespace on the management cluster and a uniquely nam
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import controllerkit as kit
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import controllerkit as kit  # noqa: E402
-
-from fleetplan.live.reading import selector  # noqa: E402
+from fleetplan.live.reading import selector
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +77,8 @@ def test_fleet_converges_grows_corrects_drift_and_tears_down(setup: dict[str, An
     members = [*body["spec"]["members"], {"name": c3.name, "kubeconfigSecret": {"name": f"{c3.name}-kubeconfig"}}]
     patched = api.merge_patch(kit.FLEET_API, "Fleet", ns, name, {"spec": {"members": members}})
     assert patched is not None
-    fleet = kit.wait_for("the new member to converge", kit.ready_at(api, ns, name, patched["metadata"]["generation"]), 120)
+    generation = patched["metadata"]["generation"]
+    fleet = kit.wait_for("the new member to converge", kit.ready_at(api, ns, name, generation), 120)
     cond = kit.condition(fleet, f"clusters.fleetplan.dev/{c3.name}")
     assert cond is not None and cond["status"] == "True", cond
     assert _owned(lab, name)[c3.name] == {"settings", setup["app_ns"]}
