@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "force-unlock": ("fleetplan.cli.stating", "force_unlock", "Release a lock left by a run that is gone."),
     "graph": ("fleetplan.cli.graphing", "graph", "Print the dependency graph (dot|mermaid|svg|png)."),
     "controller": ("fleetplan.cli.controlling", "controller", "Reconcile Fleet resources in a management cluster."),
+    "completion": ("fleetplan.cli.completing", "completion", "Print a shell completion script (bash|zsh|fish)."),
     "join-config": ("fleetplan.cli.joinconfig", "join_config", "Export a member's join file (Antrea, mode 0600)."),
 }
 
@@ -61,7 +62,16 @@ class LazyGroup(click.Group):
 @click.option("--no-color", is_flag=True, envvar="NO_COLOR", help="Never colour output.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, no_color: bool) -> None:
-    """Plan, apply and destroy Kubernetes multi-cluster fleets from one fleet.yaml."""
+    """Plan, apply and destroy Kubernetes multi-cluster fleets from one fleet.yaml.
+
+    \b
+    Examples:
+      fleetplan init --contexts north,west,east   # write fleet.yaml
+      fleetplan validate
+      fleetplan plan
+      fleetplan apply
+      fleetplan <command> --help                  # each command's own examples
+    """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
     ctx.obj["color"] = (not no_color) and sys.stdout.isatty()
