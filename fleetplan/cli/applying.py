@@ -199,7 +199,15 @@ def apply(
     no_color: bool,
     only: tuple[str, ...],
 ) -> None:
-    """Converge the fleet (or apply exactly a saved plan)."""
+    """Converge the fleet (or apply exactly a saved plan).
+
+    \b
+    Examples:
+      fleetplan apply                             # plan, ask, apply
+      fleetplan apply fleet.plan                  # exactly a saved plan, no question
+      fleetplan apply --auto-approve --no-color   # CI
+      fleetplan apply --auto-approve --json        # JSON lines
+    """
     if as_json and not plan_path and not auto_approve:
         raise PlanError("apply --json cannot ask for confirmation", hint="pass --auto-approve or a plan file")
     run_apply(
@@ -232,7 +240,14 @@ def destroy(
     no_color: bool,
     only: tuple[str, ...],
 ) -> None:
-    """Delete everything this fleet created, dependents first, waiting until each is gone."""
+    """Delete everything this fleet created, dependents first, waiting until each is gone.
+
+    \b
+    Examples:
+      fleetplan plan --destroy                    # preview first
+      fleetplan destroy
+      fleetplan destroy --auto-approve
+    """
     if as_json and not auto_approve:
         raise PlanError("destroy --json cannot ask for confirmation", hint="pass --auto-approve")
     run_apply(

@@ -48,7 +48,13 @@ def _pod_namespace() -> str:
 def controller(kubeconfig: str | None, context: str | None, namespace: str | None, watch_namespace: str,
                resync: str, lease_name: str, lease_duration: str, manifests_dir: str, parallelism: int,
                only: tuple[str, ...]) -> None:
-    """Reconcile Fleet resources in a management cluster (leader-elected)."""
+    """Reconcile Fleet resources in a management cluster (leader-elected).
+
+    \b
+    Examples:
+      fleetplan controller                                   # in a pod (see charts/fleetplan)
+      fleetplan controller --kubeconfig ~/.kube/mgmt --watch-namespace fleets --resync 5m
+    """
     from fleetplan.controller.logs import json_log
     from fleetplan.controller.reconciling import Reconciler, Settings
     from fleetplan.controller.running import Controller, Options

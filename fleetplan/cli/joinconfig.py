@@ -53,7 +53,12 @@ def _check_member(fleet: Fleet, member: str) -> None:
 
 @click.group("join-config")
 def join_config() -> None:
-    """Hand out join files for members run by other teams."""
+    """Hand out join files for members run by other teams.
+
+    \b
+    Examples:
+      fleetplan join-config export --member east -o east-join.yaml
+    """
 
 
 @join_config.command("export")
@@ -65,7 +70,13 @@ def join_config() -> None:
               show_default=True, help="antrea: ClusterSetJoinConfig plus the token Secret (antctl mc join "
               "--config-file reads it too); fleetplan: one fleetplan.dev JoinConfig document.")
 def export(member: str, output: Path, fleet_file: str, fmt: str) -> None:
-    """Write MEMBER's join file: leader ID, API server, CA, namespace and a token."""
+    """Write MEMBER's join file: leader ID, API server, CA, namespace and a token.
+
+    \b
+    Examples:
+      fleetplan join-config export --member east -o east-join.yaml
+      fleetplan join-config export --member east -o east-join.yaml --format fleetplan
+    """
     from fleetplan.live import handlers
     from fleetplan.plan import fleets
     from fleetplan.stacks.antrea import leader_server as find_leader_server

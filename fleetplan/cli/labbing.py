@@ -26,7 +26,15 @@ def _dir(value: str | None) -> Path:
 
 @click.group("lab")
 def lab() -> None:
-    """Run real local Kubernetes control planes (etcd, API server, controllers, scheduler, kwok)."""
+    """Run real local Kubernetes control planes (etcd, API server, controllers, scheduler, kwok).
+
+    \b
+    Examples:
+      fleetplan lab up --clusters 3
+      fleetplan lab status
+      export KUBECONFIG=$(fleetplan lab kubeconfig)
+      fleetplan lab down
+    """
 
 
 @lab.command("up")
@@ -44,7 +52,13 @@ def lab() -> None:
               help="Directory of the lab binaries (default: $FLEETPLAN_LAB_BIN).")
 def up_command(clusters: int, prefix: str, lab_dir: str | None, first_index: int | None, timeout: float,
                bin_dir: str | None) -> None:
-    """Start N clusters and write one kubeconfig per cluster plus a merged one."""
+    """Start N clusters and write one kubeconfig per cluster plus a merged one.
+
+    \b
+    Examples:
+      fleetplan lab up
+      fleetplan lab up --clusters 5 --name edge
+    """
     from fleetplan.lab import status, up
 
     started = time.monotonic()
@@ -62,7 +76,12 @@ def up_command(clusters: int, prefix: str, lab_dir: str | None, first_index: int
 @lab.command("down")
 @click.option("--dir", "lab_dir", default=None, help=_DIR_HELP)
 def down_command(lab_dir: str | None) -> None:
-    """Stop every process the lab started; logs stay in the directory."""
+    """Stop every process the lab started; logs stay in the directory.
+
+    \b
+    Examples:
+      fleetplan lab down
+    """
     from fleetplan.lab import down
 
     where = _dir(lab_dir)
@@ -74,7 +93,12 @@ def down_command(lab_dir: str | None) -> None:
 @lab.command("status")
 @click.option("--dir", "lab_dir", default=None, help=_DIR_HELP)
 def status_command(lab_dir: str | None) -> None:
-    """Show each cluster's components and API server health; exit 1 unless all are up."""
+    """Show each cluster's components and API server health; exit 1 unless all are up.
+
+    \b
+    Examples:
+      fleetplan lab status
+    """
     from fleetplan.lab import status
 
     where = _dir(lab_dir)
@@ -99,7 +123,13 @@ def status_command(lab_dir: str | None) -> None:
 @click.option("--cluster", default=None,
               help="Print this cluster's own kubeconfig path instead of the merged one.")
 def kubeconfig_command(lab_dir: str | None, cluster: str | None) -> None:
-    """Print the path of the merged kubeconfig (or of one cluster's)."""
+    """Print the path of the merged kubeconfig (or of one cluster's).
+
+    \b
+    Examples:
+      export KUBECONFIG=$(fleetplan lab kubeconfig)
+      kubectl --kubeconfig "$(fleetplan lab kubeconfig --cluster c2)" get ns
+    """
     from fleetplan.lab import read_lab
 
     where = _dir(lab_dir)

@@ -102,7 +102,18 @@ def plan(
     no_color: bool,
     only: tuple[str, ...],
 ) -> None:
-    """Show what apply would change."""
+    """Show what apply would change.
+
+    \b
+    Examples:
+      fleetplan plan
+      fleetplan plan -out fleet.plan               # then: fleetplan apply fleet.plan
+      fleetplan plan --detailed-exitcode          # CI: 0 no changes, 1 error, 2 changes
+      fleetplan plan --json | jq .summary
+      fleetplan plan --target west                # one cluster and its dependencies
+      fleetplan plan --refresh-only               # drift only
+      fleetplan plan --destroy
+    """
     session = Session.open(fleet_file, only)
     state = session.store.read()
     mode = Mode.DESTROY if destroy else Mode.REFRESH_ONLY if refresh_only else Mode.NORMAL
@@ -127,7 +138,14 @@ def plan(
 @click.option("--json", "as_json", is_flag=True, help="Print as versioned JSON.")
 @click.option("--no-color", is_flag=True, help="Never colour output.")
 def show(planfile_path: str | None, fleet_file: str, as_json: bool, no_color: bool) -> None:
-    """Show a saved plan, or the state when no plan file is given."""
+    """Show a saved plan, or the state when no plan file is given.
+
+    \b
+    Examples:
+      fleetplan show fleet.plan
+      fleetplan show fleet.plan --json
+      fleetplan show                              # the state
+    """
     if planfile_path:
         print_plan(planfile.load(planfile_path), as_json=as_json, color=color_enabled(no_color))
         return

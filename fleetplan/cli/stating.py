@@ -24,13 +24,26 @@ def _store(fleet_file: str) -> AnyStore:
 
 @click.group("state")
 def state() -> None:
-    """Inspect or edit the state."""
+    """Inspect or edit the state.
+
+    \b
+    Examples:
+      fleetplan state list
+      fleetplan state show west/core/Secret/kube-system/member-token
+      fleetplan state rm west/core/ConfigMap/apps/settings
+    """
 
 
 @state.command("list")
 @file_option
 def state_list(fleet_file: str) -> None:
-    """List the addresses fleetplan manages."""
+    """List the addresses fleetplan manages.
+
+    \b
+    Examples:
+      fleetplan state list
+      fleetplan state list -f fleets/prod.yaml
+    """
     current = _store(fleet_file).read()
     for address in sorted(current.resources if current else (), key=str):
         click.echo(str(address))
@@ -40,7 +53,12 @@ def state_list(fleet_file: str) -> None:
 @click.argument("address")
 @file_option
 def state_show(address: str, fleet_file: str) -> None:
-    """Show one recorded resource (no secret values are ever recorded)."""
+    """Show one recorded resource (no secret values are ever recorded).
+
+    \b
+    Examples:
+      fleetplan state show west/core/Secret/kube-system/member-token
+    """
     current = _store(fleet_file).read()
     record = current.resources.get(Address.parse(address)) if current else None
     if record is None:
@@ -63,7 +81,12 @@ def state_show(address: str, fleet_file: str) -> None:
 @click.argument("addresses", nargs=-1, required=True)
 @file_option
 def state_rm(addresses: tuple[str, ...], fleet_file: str) -> None:
-    """Forget addresses without touching the clusters."""
+    """Forget addresses without touching the clusters.
+
+    \b
+    Examples:
+      fleetplan state rm west/core/ConfigMap/apps/settings
+    """
     store = _store(fleet_file)
     with store.locked("state rm"):
         current = store.read()
@@ -84,6 +107,11 @@ def state_rm(addresses: tuple[str, ...], fleet_file: str) -> None:
 @click.argument("lock_id")
 @file_option
 def force_unlock(lock_id: str, fleet_file: str) -> None:
-    """Release a lock left by a run that is gone. Only when you are sure it is not running."""
+    """Release a lock left by a run that is gone. Only when you are sure it is not running.
+
+    \b
+    Examples:
+      fleetplan force-unlock 3f2a9c1e                # the ID the lock error printed
+    """
     held = _store(fleet_file).force_unlock(lock_id)
     click.echo(f"Released the lock held by {held.describe()}.")

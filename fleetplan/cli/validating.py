@@ -43,7 +43,14 @@ def _fleet_summary(fleet: object) -> dict[str, object]:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (formatVersion 1) on stdout.")
 @click.option("--offline", is_flag=True, help="Skip checks that read kubeconfig files and contexts.")
 def validate(file: Path, as_json: bool, offline: bool) -> None:
-    """Check a fleet file and say exactly what is wrong, with file:line:column and a hint."""
+    """Check a fleet file and say exactly what is wrong, with file:line:column and a hint.
+
+    \b
+    Examples:
+      fleetplan validate
+      fleetplan validate -f fleets/prod.yaml --offline
+      fleetplan validate --json | jq .errors
+    """
     from fleetplan.config import check_fleet_file
 
     fleet: object = None
@@ -78,7 +85,12 @@ def validate(file: Path, as_json: bool, offline: bool) -> None:
 
 @click.command()
 def schema() -> None:
-    """Print the JSON Schema of fleet.yaml (the same as schemas/fleet.schema.json)."""
+    """Print the JSON Schema of fleet.yaml (the same as schemas/fleet.schema.json).
+
+    \b
+    Examples:
+      fleetplan schema > fleet.schema.json
+    """
     from fleetplan.config.schema import render_schema
 
     sys.stdout.write(render_schema())
@@ -86,6 +98,11 @@ def schema() -> None:
 
 @click.command()
 def version() -> None:
-    """Print fleetplan's version and the fleet.yaml apiVersion it reads."""
+    """Print fleetplan's version and the fleet.yaml apiVersion it reads.
+
+    \b
+    Examples:
+      fleetplan version
+    """
     click.echo(f"fleetplan {__version__} (fleet.yaml fleetplan.dev/v1alpha1, Python "
                f"{sys.version_info.major}.{sys.version_info.minor})")
