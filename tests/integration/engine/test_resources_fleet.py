@@ -1,7 +1,7 @@
 """The engine end to end on the lab's 3 real clusters, driven through the CLI like a user would.
 
 Each test owns a fleet with a unique name (and so a unique ownership label and namespace), made of
-the generic `resources` stack only (`--only resources`), and destroys it afterwards.
+the generic `resources` stack only (`stack: none`), and destroys it afterwards.
 """
 
 from __future__ import annotations
@@ -86,9 +86,7 @@ apiVersion: fleetplan.dev/v1alpha1
 kind: Fleet
 metadata: {{name: {self.name}}}
 spec:
-  stack: antrea
-  version: v2.2.0
-  clusterSet: {{name: {self.name}-set}}
+  stack: none
   leader: {{name: {c[0].name}, kubeconfig: {c[0].kubeconfig}, context: {c[0].context}}}
   members:
 {members}
@@ -108,7 +106,7 @@ spec:
             rbac_file.unlink()
 
     def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "fleetplan", *args, "--only", "resources"]
+        return [sys.executable, "-m", "fleetplan", *args]
 
     def run(self, *args: str, check: int | None = 0) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(self.command(*args), cwd=self.root, env=_env(), capture_output=True, text=True,
