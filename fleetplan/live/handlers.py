@@ -16,6 +16,8 @@ Invariants:
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -131,7 +133,29 @@ class ApplyHandler:
             if now >= next_report:
                 progress(f"waiting for {a.kind} {a.name} on {a.cluster} to be gone")
                 next_report = now + 10
+                _nudge_crd_finalizer(cluster, work, obj)
             time.sleep(0.5)
+
+
+def _nudge_crd_finalizer(cluster: Cluster, work: Work, obj: Obj) -> None:
+    """Re-queue a CRD's instance cleanup that kube-apiserver has backed off from.
+
+    The CRD finalizer's first list of instances often fails with "storage is (re)initializing" (the
+    CRD's watch cache restarts when deletion begins); it then retries with a per-name exponential
+    backoff that grows across deletions of the same CRD name, so a deletion can sit for many
+    minutes with nothing left to do. Any update to the CRD re-queues it at once; rewriting the
+    Terminating condition's message (which the finalizer itself owns) is that update."""
+    replace = getattr(cluster, "replace_subresource", None)
+    finalizers = obj.get("metadata", {}).get("finalizers") or []
+    if work.address.kind != "CustomResourceDefinition" or replace is None or \
+            "customresourcecleanup.apiextensions.k8s.io" not in finalizers:
+        return
+    body = json.loads(json.dumps(obj))
+    for condition in body.get("status", {}).get("conditions") or []:
+        if condition.get("type") == "Terminating":
+            condition["message"] = f"{condition.get('message', '').split(' (retried')[0]} (retried {time.time():.0f})"
+    with contextlib.suppress(ClusterError):  # best effort: the wait goes on either way
+        replace(work.api_version, work.address.kind, "", work.address.name, "status", body)
 
 
 class SecretTokenHandler(ApplyHandler):

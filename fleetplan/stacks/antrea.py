@@ -165,7 +165,10 @@ def _leader_resources(fleet: Fleet, source: BundleSource) -> list[DesiredResourc
          "metadata": {"name": spec.cluster_set.name, "namespace": ns},
          "spec": {"clusterID": leader, "leaders": [{"clusterID": leader}], "namespace": ns}},
         handler=Handler.ANTREA_LEADER_CLUSTERSET,
-        depends_on=_controller(out), prevent_destroy=protect,
+        # After every CRD of the bundle too: in reverse, the MemberClusterAnnounce CRD (and with it
+        # every announce) must outlive the ClusterSet's check that no member is still joined.
+        depends_on=_controller(out) | {r.address for r in out if r.address.kind == "CustomResourceDefinition"},
+        prevent_destroy=protect,
         # Destroying the leader's ClusterSet while members still announce strands them.
         options={"refuseDeleteWhileExist": {"group": MC_GROUP, "kind": "MemberClusterAnnounce",
                                             "namespace": ns}}))
@@ -206,7 +209,10 @@ def _token_resources(fleet: Fleet, member: str, shared: bool, protect: bool) -> 
         "roleRef": {"apiGroup": _RBAC, "kind": "Role", "name": MEMBER_ROLE},
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]},
         prevent_destroy=protect)
-    return [account, binding, _token(fleet, name, annotations, protect, waits_for_leave=not shared)]
+    token = _token(fleet, name, annotations, protect, waits_for_leave=not shared)
+    # Explicit: the graph's implicit ServiceAccount edge knows only the generic token handlers. After
+    # the binding too, so a delivered token works at once (and is revoked before its binding goes).
+    return [account, binding, replace(token, depends_on=token.depends_on | {account.address, binding.address})]
 
 
 def token_address(fleet: Fleet, name: str) -> Address:

@@ -23,6 +23,7 @@ from fleetplan.apply.hooks import ApplySummary
 from fleetplan.apply.recording import StateRecorder
 from fleetplan.apply.walking import walk_plan
 from fleetplan.cli.planning import Session
+from fleetplan.errors import FleetplanError
 from fleetplan.lab import Lab, LabCluster
 from fleetplan.lab.simulators.antrea import ControllerSimulation, MemberAgentSimulation
 from fleetplan.plan import fleets, planning
@@ -70,6 +71,7 @@ class AntreaLab:
     logs: list[str] = field(default_factory=list)
     controllers: dict[str, ControllerSimulation] = field(default_factory=dict)
     agents: dict[str, MemberAgentSimulation] = field(default_factory=dict)
+    written: list[Path] = field(default_factory=list)
 
     @property
     def leader(self) -> LabCluster:
@@ -101,17 +103,34 @@ class AntreaLab:
         for sim in self.controllers.values():
             sim.stop()
 
-    def write(self, name: str, spec: dict[str, Any], fleet_name: str | None = None) -> Path:
-        """A fleet file `name` (state beside it) for this test's ClusterSet."""
+    def write(self, name: str, spec: dict[str, Any], fleet_name: str | None = None,
+              state: str | None = None) -> Path:
+        """A fleet file `name` for this test's ClusterSet; its state is `state` (default: `name`)."""
         base: dict[str, Any] = {
             "stack": "antrea", "version": "v2.7.0", "manifests": {"mirror": str(MIRROR)},
             "clusterSet": {"name": self.set_id, "namespace": self.ns}, "wait": {"timeout": "2m"},
-            "state": {"path": str(self.tmp / f"{name}.state.json")}}
+            "state": {"path": str(self.tmp / f"{state or name}.state.json")}}
         doc = {"apiVersion": "fleetplan.dev/v1alpha1", "kind": "Fleet",
                "metadata": {"name": fleet_name or f"antrea-{self.suffix}"}, "spec": {**base, **spec}}
         path = self.tmp / f"{name}.yaml"
         path.write_text(json.dumps(doc, indent=1))
+        if path not in self.written:
+            self.written.append(path)
         return path
+
+    def clean_up(self) -> list[str]:
+        """Destroy what every fleet of this test still holds (members' fleets first); problems found."""
+        problems = []
+        first: dict[str, Path] = {}  # per state, the first fleet written (the fullest one)
+        for path in self.written:
+            first.setdefault(json.loads(path.read_text())["spec"]["state"]["path"], path)
+        for path in reversed(list(first.values())):
+            try:
+                _, summary = converge(path, Mode.DESTROY, force=True)
+                problems += failures(summary)
+            except FleetplanError as err:
+                problems.append(str(err))
+        return problems
 
     def leader_spec(self) -> dict[str, Any]:
         lead = self.leader
@@ -121,10 +140,11 @@ class AntreaLab:
     def member_spec(self, member: LabCluster) -> dict[str, Any]:
         return {"name": member.name, "kubeconfig": member.kubeconfig, "context": member.context}
 
-    def full_fleet(self, members: tuple[LabCluster, ...] | None = None, **extra: Any) -> Path:
+    def full_fleet(self, members: tuple[LabCluster, ...] | None = None, name: str = "fleet", **extra: Any) -> Path:
+        """The leader and `members` (default: both); every variant shares one state."""
         chosen = self.members if members is None else members
-        return self.write("fleet", {"leader": self.leader_spec(),
-                                    "members": [self.member_spec(m) for m in chosen], **extra})
+        return self.write(name, {"leader": self.leader_spec(),
+                                 "members": [self.member_spec(m) for m in chosen], **extra}, state="fleet")
 
 
 @pytest.fixture
@@ -134,4 +154,8 @@ def antrea_lab(lab: Lab, tmp_path: Path) -> Iterator[AntreaLab]:
     try:
         yield env
     finally:
-        env.stop()
+        try:
+            leftovers = env.clean_up()  # the lab is shared by the next test: leave it as it was
+        finally:
+            env.stop()
+        assert not leftovers, leftovers
