@@ -85,6 +85,8 @@ def diff_values(
 ) -> tuple[FieldChange, ...]:
     """Leaf-level changes between two JSON-like values, masked and filtered."""
     sensitive, ignored = tuple(sensitive_paths), tuple(ignore_paths) + tuple(_IGNORED)
+    if isinstance(before, Mapping) and not before and isinstance(after, Mapping):
+        return _all_added(after, sensitive, ignored)
     result = DeepDiff(
         before, after, ignore_order=False, view="tree", verbose_level=2, threshold_to_diff_deeper=0
     )
@@ -103,6 +105,24 @@ def diff_values(
                     new = SENSITIVE + " (changed)"
             changes[path] = FieldChange(path, old, new)
     return tuple(changes[p] for p in sorted(changes))
+
+
+def _all_added(after: Mapping[str, Any], sensitive: tuple[str, ...], ignored: tuple[str, ...]
+               ) -> tuple[FieldChange, ...]:
+    """What `DeepDiff({}, after)` reports, without its cost (a create's plan lists every resource
+    this way): one addition per top-level key, masked when the key is sensitive."""
+    changes = []
+    for key in sorted(after, key=str):
+        path = str(key)
+        if _under(path, ignored):
+            continue
+        new = after[key]
+        if _under(path, sensitive):  # masked exactly as `diff_values` masks DeepDiff's items
+            new = ABSENT if new is ABSENT else SENSITIVE
+            if new == ABSENT:
+                new = SENSITIVE + " (changed)"
+        changes.append(FieldChange(path, ABSENT, new))
+    return tuple(changes)
 
 
 def _sensitive(obj: Mapping[str, Any], paths: Iterable[str]) -> tuple[str, ...]:

@@ -38,7 +38,7 @@ from fleetplan.live.kubeconfigs import ClusterAccess
 from fleetplan.plan import bodies
 from fleetplan.plan.model import Action, Mode, Plan, Step
 from fleetplan.stacks.desired import DesiredFleet, DesiredResource, Readiness, Ref
-from fleetplan.state.model import State
+from fleetplan.state.model import ResourceRecord, State
 
 DryRun = Callable[[Address, Obj], Obj]
 _CHANGING = (Action.CREATE, Action.UPDATE, Action.REPLACE)
@@ -240,29 +240,31 @@ def _decide_one(
         reason = "deleted outside fleetplan; re-create" if record else "not on the cluster"
         return replace(base, action=Action.CREATE, reason=reason, changes=_additions(body, resource))
     unknown = dict(bodies.ref_paths(body))
-    probe = bodies.substitute(body, lambda leaf: bodies.DROP)
-    for path in unknown:  # keep what is live where the value is not known yet, so it is not a diff
-        current = bodies.lookup(live, path)
-        if current is not None:
-            probe = _set_path(probe, path, current)
-    try:
-        merged = dry_run(address, probe)
-    except ClusterError as err:
-        if "immutable" in str(err).lower():
-            return replace(
-                base,
-                action=Action.REPLACE,
-                reason=f"an immutable field changed ({err.diagnostics[0].summary})",
-                changes=_additions(body, resource),
+    changes: tuple[FieldChange, ...] = ()
+    if not _unchanged_since_apply(body, base.body_hash, live, record, unknown):
+        probe = bodies.substitute(body, lambda leaf: bodies.DROP)
+        for path in unknown:  # keep what is live where the value is not known yet, so it is not a diff
+            current = bodies.lookup(live, path)
+            if current is not None:
+                probe = _set_path(probe, path, current)
+        try:
+            merged = dry_run(address, probe)
+        except ClusterError as err:
+            if "immutable" in str(err).lower():
+                return replace(
+                    base,
+                    action=Action.REPLACE,
+                    reason=f"an immutable field changed ({err.diagnostics[0].summary})",
+                    changes=_additions(body, resource),
+                )
+            raise
+        changes = tuple(
+            c
+            for c in comparing.compare(
+                live, merged, sensitive_paths=resource.sensitive_paths, ignore_paths=resource.ignore_paths
             )
-        raise
-    changes = tuple(
-        c
-        for c in comparing.compare(
-            live, merged, sensitive_paths=resource.sensitive_paths, ignore_paths=resource.ignore_paths
+            if not any(_under(c.path, p) for p in unknown)
         )
-        if not any(_under(c.path, p) for p in unknown)
-    )
     if mode == Mode.REFRESH_ONLY:
         drifted = bool(changes) and record is not None and record.applied_hash == base.body_hash
         return replace(
@@ -281,6 +283,37 @@ def _decide_one(
     else:
         reason = "configuration changed"
     return replace(base, action=Action.UPDATE, reason=reason, changes=changes)
+
+
+def _unchanged_since_apply(
+    body: Obj, body_hash: str, live: Obj, record: ResourceRecord | None, unknown: Mapping[str, Any]
+) -> bool:
+    """True when a dry-run could only confirm "no change", so it is skipped (one request less per
+    object on a converged fleet): the body is what the state says was applied last (so fleetplan
+    manages the same fields and has nothing to remove), the live object is the one recorded, no
+    value is known only after apply, and every value of the body is already live. Anything else,
+    including a value the server normalises (`0.5` vs `500m`), falls back to the dry-run."""
+    return (
+        not unknown
+        and record is not None
+        and record.applied_hash == body_hash
+        and record.uid is not None
+        and record.uid == live.get("metadata", {}).get("uid")
+        and _covers(live, body)
+    )
+
+
+def _covers(live: Any, desired: Any) -> bool:
+    """Every value in `desired` is in `live` at the same path (lists: same length, item by item)."""
+    if isinstance(desired, Mapping):
+        return isinstance(live, Mapping) and all(k in live and _covers(live[k], v) for k, v in desired.items())
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(live) == len(desired)
+            and all(_covers(have, want) for have, want in zip(live, desired, strict=True))
+        )
+    return type(live) is type(desired) and bool(live == desired)
 
 
 def _propagate_unknowns(steps: dict[Address, Step], resources: Mapping[Address, DesiredResource]) -> None:
