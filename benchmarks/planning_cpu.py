@@ -49,8 +49,13 @@ class CpuResult:
 
     @property
     def plan_cpu_s(self) -> float:
-        """What the target bounds: render + graph + the slower of the two plans."""
-        return self.render_s + self.graph_s + max(self.cold_plan_s, self.converged_plan_s)
+        """What the target bounds: the graph and the slower of the two plans (diff included)."""
+        return self.graph_s + max(self.cold_plan_s, self.converged_plan_s)
+
+    @property
+    def with_render_s(self) -> float:
+        """The same plus rendering the stacks from fleet.yaml's manifests (YAML parsing)."""
+        return self.render_s + self.plan_cpu_s
 
 
 def measure_planning(members: int = 1000, repeats: int = 3) -> CpuResult:

@@ -50,8 +50,8 @@ def targets_for(startup: Sequence[Any], cpu: Any, scale: Sequence[Any]) -> list[
     r50 = by_n.get(50)
     targets.append(Target("cold apply, 50 members, vs kubectl loop", ">= 8x faster",
                           f"{r50.apply_ratio:.1f}x" if r50 else "not run", r50.apply_ratio >= 8 if r50 else None))
-    targets.append(Target(f"plan of {cpu.members} in-memory members", "<= 2 s CPU", f"{cpu.plan_cpu_s:.2f} s",
-                          cpu.plan_cpu_s <= 2))
+    targets.append(Target(f"graph + diff + plan of {cpu.members} in-memory members", "<= 2 s CPU",
+                          f"{cpu.plan_cpu_s:.2f} s", cpu.plan_cpu_s <= 2))
     targets.append(Target("peak RSS, 200 members", "<= 300 MiB",
                           f"{r200.peak_rss_mib:.0f} MiB" if r200 else "not run",
                           r200.peak_rss_mib <= 300 if r200 else None))
@@ -98,7 +98,8 @@ def render_table(startup: Sequence[Any], cpu: Any, scale: Sequence[Any], targets
                      f"{r.leader_requests}")
     lines += ["", f"Pure CPU, {cpu.members} members ({cpu.resources} resources) in memory: render "
               f"{cpu.render_s:.2f} s, graph {cpu.graph_s:.2f} s, cold plan {cpu.cold_plan_s:.2f} s, converged plan "
-              f"{cpu.converged_plan_s:.2f} s (loading fleet.yaml: {cpu.load_s:.2f} s, not counted)", ""]
+              f"{cpu.converged_plan_s:.2f} s; graph + slower plan {cpu.plan_cpu_s:.2f} s, with rendering "
+              f"{cpu.with_render_s:.2f} s (loading fleet.yaml: {cpu.load_s:.2f} s)", ""]
     lines += ["Start-up: " + "; ".join(f"{r.command} {r.median_s:.3f} s" for r in startup), ""]
     lines += _columns([("target", "limit", "measured", "verdict")]
                       + [(t.name, t.limit, t.measured, t.verdict) for t in targets])
