@@ -24,129 +24,36 @@ Every log line, condition message and object these touch says "simulation".
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import os
-import ssl
-import tempfile
 import threading
 import uuid
-from collections.abc import Callable
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from ruamel.yaml import YAML
 
 from fleetplan.lab.clusters import admin_rest
-from fleetplan.lab.rest import ApiError, LabRest
+from fleetplan.lab.simulators.ocm_rest import (
+    CredentialRest,
+    Log,
+    make_condition,
+    merge_patch,
+    run_loop,
+    with_condition,
+)
 from fleetplan.lab.state import LabCluster
 from fleetplan.stacks.bundles import BundleSource, load_bundle
-from fleetplan.stacks.ocm import LAYOUT
+from fleetplan.stacks.ocm_layout import LAYOUT
 
 SIMULATED_BY = "fleetplan.dev/simulated-by"
 CLUSTERS = "/apis/cluster.open-cluster-management.io/v1/managedclusters"
 CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 OPERATOR = "/apis/operator.open-cluster-management.io/v1"
 AGENT_NS = "open-cluster-management-agent"
-Log = Callable[[str], None]
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _condition(kind: str, status: bool, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "type": kind,
-        "status": "True" if status else "False",
-        "reason": reason,
-        "message": f"simulation: {message}",
-        "lastTransitionTime": _now(),
-    }
-
-
-def _with_condition(obj: dict[str, Any], condition: dict[str, Any]) -> list[dict[str, Any]]:
-    kept = [
-        c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") != condition["type"]
-    ]
-    return [*kept, condition]
-
-
-class CredentialRest(LabRest):
-    """JSON requests to a server named in a kubeconfig, with its CA as PEM and a bearer token or a
-    client certificate; never without TLS verification."""
-
-    def __init__(
-        self,
-        server: str,
-        ca_pem: str,
-        *,
-        token: str | None = None,
-        cert_pem: bytes | None = None,
-        key_pem: bytes | None = None,
-        timeout: float = 15.0,
-    ) -> None:
-        url = urlsplit(server)
-        self.host, self.port, self.timeout = url.hostname or "", url.port or 443, timeout
-        self.server, self.ca_pem = server, ca_pem
-        self._ctx = ssl.create_default_context(cadata=ca_pem)
-        self._token = token
-        if cert_pem is not None and key_pem is not None:
-            with tempfile.TemporaryDirectory() as tmp:  # ssl loads key pairs from files only
-                cert, key = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
-                cert.write_bytes(cert_pem)
-                key.touch(mode=0o600)
-                key.write_bytes(key_pem)
-                self._ctx.load_cert_chain(str(cert), str(key))
-
-    def request(
-        self, method: str, path: str, body: object | None = None, content_type: str = "application/json"
-    ) -> tuple[int, bytes]:
-        conn = http.client.HTTPSConnection(self.host, self.port, context=self._ctx, timeout=self.timeout)
-        try:
-            payload = json.dumps(body).encode() if body is not None else None
-            headers = {"Accept": "application/json"}
-            if self._token:
-                headers["Authorization"] = f"Bearer {self._token}"
-            if payload is not None:
-                headers["Content-Type"] = content_type
-            conn.request(method, path, body=payload, headers=headers)
-            resp = conn.getresponse()
-            return resp.status, resp.read()
-        finally:
-            conn.close()
-
-    @classmethod
-    def from_kubeconfig(cls, text: str) -> CredentialRest:
-        config = YAML(typ="safe").load(text) or {}
-        context_name = config.get("current-context")
-        context: dict[str, Any] = next(
-            (c["context"] for c in config.get("contexts") or [] if c.get("name") == context_name), {}
-        )
-        cluster: dict[str, Any] = next(
-            (c["cluster"] for c in config.get("clusters") or [] if c.get("name") == context.get("cluster")),
-            {},
-        )
-        user: dict[str, Any] = next(
-            (u["user"] for u in config.get("users") or [] if u.get("name") == context.get("user")), {}
-        )
-        ca = cluster.get("certificate-authority-data")
-        if not ca or cluster.get("insecure-skip-tls-verify"):
-            raise ValueError("the bootstrap kubeconfig carries no CA; refusing an unverified connection")
-        return cls(cluster["server"], base64.b64decode(ca).decode(), token=user.get("token"))
-
-
-def _patch(api: LabRest, path: str, body: dict[str, Any]) -> Any:
-    status, data = api.request("PATCH", path, body, content_type="application/merge-patch+json")
-    if status >= 300:
-        raise ApiError(status, "PATCH", path, data.decode("utf-8", "replace"))
-    return json.loads(data) if data else None
+__all__ = ["AGENT_NS", "CredentialRest", "HubOperatorSimulation", "RegistrationAgentSimulation"]
 
 
 class HubOperatorSimulation:
@@ -197,11 +104,11 @@ class HubOperatorSimulation:
             c.get("type") == "Applied" and c.get("status") == "True"
             for c in (manager.get("status") or {}).get("conditions") or []
         ):
-            applied = _condition("Applied", True, "ClusterManagerApplied", "hub components applied")
-            _patch(
+            applied = make_condition("Applied", True, "ClusterManagerApplied", "hub components applied")
+            merge_patch(
                 self.api,
                 f"{OPERATOR}/clustermanagers/cluster-manager/status",
-                {"status": {"conditions": _with_condition(manager, applied)}},
+                {"status": {"conditions": with_condition(manager, applied)}},
             )
             self.log("ClusterManager Applied")
         status, data = self.api.request("GET", CLUSTERS)
@@ -254,13 +161,13 @@ class HubOperatorSimulation:
             c.get("type") == "HubAcceptedManagedCluster"
             for c in (cluster.get("status") or {}).get("conditions") or []
         ):
-            accepted = _condition(
+            accepted = make_condition(
                 "HubAcceptedManagedCluster", True, "HubClusterAdminAccepted", "accepted by hub cluster admin"
             )
-            _patch(
+            merge_patch(
                 self.api,
                 f"{CLUSTERS}/{name}/status",
-                {"status": {"conditions": _with_condition(cluster, accepted)}},
+                {"status": {"conditions": with_condition(cluster, accepted)}},
             )
         if name not in self._accepted:
             self._accepted.add(name)
@@ -269,7 +176,7 @@ class HubOperatorSimulation:
     def start(self, interval: float = 0.5) -> HubOperatorSimulation:
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=_loop,
+            target=run_loop,
             args=(self.sync_once, self._stop, interval, self.log),
             daemon=True,
             name=self._prefix,
@@ -447,11 +354,11 @@ class RegistrationAgentSimulation:
             c.get("type") == "ManagedClusterJoined" and c.get("status") == "True"
             for c in (cluster.get("status") or {}).get("conditions") or []
         ):
-            joined = _condition(
+            joined = make_condition(
                 "ManagedClusterJoined", True, "ManagedClusterJoined", "joined with a signed certificate"
             )
-            _patch(
-                hub, f"{CLUSTERS}/{name}/status", {"status": {"conditions": _with_condition(cluster, joined)}}
+            merge_patch(
+                hub, f"{CLUSTERS}/{name}/status", {"status": {"conditions": with_condition(cluster, joined)}}
             )
             who = (self.hub_identity or {}).get("username", "?")
             self.log(f"ManagedCluster {name} joined, as {who}")
@@ -460,7 +367,7 @@ class RegistrationAgentSimulation:
         )
 
     def _report(self, klusterlet: dict[str, Any], degraded: bool, reason: str, message: str) -> None:
-        condition = _condition("HubConnectionDegraded", degraded, reason, message)
+        condition = make_condition("HubConnectionDegraded", degraded, reason, message)
         current = [
             c
             for c in (klusterlet.get("status") or {}).get("conditions") or []
@@ -468,16 +375,16 @@ class RegistrationAgentSimulation:
         ]
         if current and current[0].get("status") == condition["status"] and current[0].get("reason") == reason:
             return
-        _patch(
+        merge_patch(
             self.api,
             f"{OPERATOR}/klusterlets/klusterlet/status",
-            {"status": {"conditions": _with_condition(klusterlet, condition)}},
+            {"status": {"conditions": with_condition(klusterlet, condition)}},
         )
 
     def start(self, interval: float = 0.5) -> RegistrationAgentSimulation:
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=_loop,
+            target=run_loop,
             args=(self.sync_once, self._stop, interval, self.log),
             daemon=True,
             name=self._prefix,
@@ -488,17 +395,3 @@ class RegistrationAgentSimulation:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-
-
-def _loop(step: Callable[[], None], stop: threading.Event, interval: float, log: Log) -> None:
-    last = ""
-    while not stop.is_set():
-        try:
-            step()
-            last = ""
-        except (OSError, http.client.HTTPException, ApiError, ValueError, KeyError) as err:
-            message = f"{type(err).__name__}: {err}"[:300]
-            if message != last:  # report a persisting problem once, not every interval
-                log(f"retrying after {message}")
-                last = message
-        stop.wait(interval)
