@@ -100,11 +100,11 @@ class Controller:
     """A `fleetplan controller` subprocess with its log file."""
 
     def __init__(self, workdir: Path, management: Any, namespace: str, *, lease: str = "ctl",
-                 lease_duration: str = "6s", resync: str = "5s", tag: str = "") -> None:
+                 lease_duration: str = "6s", resync: str = "5s", tag: str = "", watch: str | None = None) -> None:
         self.tag = tag or uuid.uuid4().hex[:4]
         self.log_path = workdir / f"controller-{self.tag}.log"
         args = [sys.executable, "-m", "fleetplan", "controller", "--kubeconfig", str(management.kubeconfig),
-                "--context", management.context, "--namespace", namespace, "--watch-namespace", namespace,
+                "--context", management.context, "--namespace", namespace, "--watch-namespace", watch or namespace,
                 "--resync", resync, "--lease-name", lease, "--lease-duration", lease_duration,
                 "--manifests-dir", str(workdir), "--only", "resources"]
         self._log = self.log_path.open("w")
