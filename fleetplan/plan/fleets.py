@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from fleetplan.config.models import Fleet
-from fleetplan.errors import ConfigError
+from fleetplan.errors import ConfigError, Diagnostic
 from fleetplan.live.clusters import KubeCluster
 from fleetplan.live.kubeconfigs import ClusterAccess
 from fleetplan.stacks import resources as resources_stack
-from fleetplan.stacks.desired import DesiredFleet, DesiredResource
+from fleetplan.stacks.desired import DesiredFleet, DesiredResource, Probe
 
 STACKS = ("antrea", "ocm", "resources")
 # Modules that register handlers for a stack's operations (imported for their side effect).
@@ -31,11 +31,15 @@ def desired_for(fleet: Fleet, only: Sequence[str] = ()) -> DesiredFleet:
         raise ConfigError(f"unknown stack {unknown[0]!r}", hint=f"choose from {', '.join(STACKS)}")
     resources: list[DesiredResource] = []
     warnings: list[str] = []
+    diagnostics: list[Diagnostic] = []
+    probes: list[Probe] = []
     for stack in chosen:
         part = _render(stack, fleet)
         resources.extend(part.resources)
         warnings.extend(part.warnings)
-    return DesiredFleet(fleet.name, tuple(resources), tuple(warnings))
+        diagnostics.extend(part.diagnostics)
+        probes.extend(part.probes)
+    return DesiredFleet(fleet.name, tuple(resources), tuple(warnings), tuple(diagnostics), tuple(probes))
 
 
 def accesses_for(fleet: Fleet) -> dict[str, ClusterAccess]:

@@ -73,10 +73,32 @@ def plan_fleet(
     plan = decide(desired, graph, state, snapshot, dry_run, options)
     return replace(
         plan,
+        warnings=(*preflight_warnings(desired, clusters), *plan.warnings),
         fingerprint=snapshot.fingerprint(wanted),
         read_set=tuple(sorted(wanted.items(), key=lambda item: str(item[0]))),
         clusters=dict(accesses or {}),
     )
+
+
+def preflight_warnings(desired: DesiredFleet, clusters: Mapping[str, Cluster]) -> tuple[Diagnostic, ...]:
+    """The stack's own warnings, and what its probes find on the clusters (read only).
+
+    A probe that cannot be read (no connection, no permission) is judged as absent: preflight
+    warns about what it sees and never stops a plan."""
+    found = [*desired.diagnostics]
+    found += [Diagnostic(text, address="spec", severity="warning") for text in desired.warnings]
+    for probe in desired.probes:
+        cluster = clusters.get(probe.cluster)
+        obj = None
+        if cluster is not None:
+            try:
+                obj = cluster.get(probe.api_version, probe.kind, probe.namespace, probe.name)
+            except ClusterError:
+                obj = None
+        judged = probe.judge(obj)
+        if judged is not None:
+            found.append(judged)
+    return tuple(found)
 
 
 def _with_retired_clusters(

@@ -24,12 +24,13 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from fleetplan.addrs import Address
 from fleetplan.config.models import Fleet
 from fleetplan.errors import ConfigError
-from fleetplan.stacks.antrea_preflight import kubeconfig_server, preflight
+from fleetplan.stacks.antrea_preflight import kubeconfig_server, multicluster_gate_warning, preflight
 from fleetplan.stacks.bundles import (
     BundleLayout,
     BundleSource,
@@ -37,7 +38,15 @@ from fleetplan.stacks.bundles import (
     address_of,
     render_objects,
 )
-from fleetplan.stacks.desired import DesiredFleet, DesiredResource, Handler, Readiness, ReadinessKind, Ref
+from fleetplan.stacks.desired import (
+    DesiredFleet,
+    DesiredResource,
+    Handler,
+    Probe,
+    Readiness,
+    ReadinessKind,
+    Ref,
+)
 from fleetplan.stacks.joinconfigs import JoinConfig, read_join_config
 
 ANTREA_LAYOUT = BundleLayout(
@@ -85,8 +94,10 @@ def desired_fleet(fleet: Fleet, *, bundles: BundleSource | None = None,
     for member in spec.members:
         resources += _member_resources(fleet, source, member.name, leader_id, leader_ns, set_id,
                                        server, join)
-    return DesiredFleet(fleet.name, tuple(resources), tuple(d.render() for d in diagnostics
-                                                            if d.severity == "warning"))
+    warnings = tuple(d for d in diagnostics if d.severity == "warning")
+    probes = tuple(Probe(m.name, "v1", "ConfigMap", "kube-system", "antrea-config",
+                         partial(multicluster_gate_warning, m.name)) for m in spec.members)
+    return DesiredFleet(fleet.name, tuple(resources), diagnostics=warnings, probes=probes)
 
 
 def leader_server(fleet: Fleet) -> str:

@@ -13,18 +13,21 @@ The contract between stacks (pure) and the engine (graph, diff, plan, apply):
   before namespaced objects, ServiceAccount before its bindings and tokens, roles before bindings,
   and the source of every `Ref`).
 - `readiness` is what apply waits for after converging the resource.
+- `DesiredFleet.probes` are objects planning reads (never writes) for a stack's preflight
+  warnings, which the plan shows with `DesiredFleet.diagnostics`.
 - `sensitive_paths` are dotted paths in `body` (e.g. `data.token`) whose values are never shown,
   stored or logged; only a hash of them is kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from fleetplan.addrs import Address
+from fleetplan.errors import Diagnostic
 
 
 @dataclass(frozen=True)
@@ -112,12 +115,29 @@ class DesiredResource:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """An object planning reads but never changes, so a stack can warn about what it finds there
+    (e.g. Antrea's agent config on a member). `judge` is pure: it gets the object, or None when it
+    is absent or unreadable, and returns a warning or None."""
+
+    cluster: str
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    judge: Callable[[Mapping[str, Any] | None], Diagnostic | None]
+
+
+@dataclass(frozen=True)
 class DesiredFleet:
     """Everything a stack wants, plus the facts the engine needs about the clusters."""
 
     fleet_name: str
     resources: tuple[DesiredResource, ...]
     warnings: tuple[str, ...] = ()
+    # Preflight findings with their field path (shown with the plan), and live checks to run.
+    diagnostics: tuple[Diagnostic, ...] = ()
+    probes: tuple[Probe, ...] = ()
 
     def by_address(self) -> dict[Address, DesiredResource]:
         return {r.address: r for r in self.resources}

@@ -200,3 +200,22 @@ def test_destroy_refuses_while_a_member_announces_then_leaves_nothing(antrea_lab
     assert admin_rest(env.leader).request("GET", f"/api/v1/namespaces/{env.ns}")[0] == 404
     state = Session.open(str(fleet)).store.read()
     assert state is not None and not state.resources
+
+
+def test_plan_warns_when_a_members_multicluster_gate_is_off(antrea_lab: AntreaLab) -> None:
+    env = antrea_lab
+    west, east = env.members
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "antrea-config"},
+              "data": {"antrea-agent.conf": "featureGates:\n  Multicluster: false\n"}}
+    admin_rest(west).call("POST", "/api/v1/namespaces/kube-system/configmaps", config)
+    try:
+        fleet = env.full_fleet()
+        warnings = [w for w in replan(fleet).warnings if "Multicluster" in w.summary]
+        assert [(w.address, w.severity) for w in warnings] == [(f"{west.name}/kube-system/antrea-config", "warning")]
+        from fleetplan.plan.rendering import render_human
+
+        shown = render_human(replan(fleet))
+        assert shown.startswith("Warning: antrea-agent's Multicluster feature gate is off") and east.name not in \
+            shown.splitlines()[0]
+    finally:
+        admin_rest(west).call("DELETE", "/api/v1/namespaces/kube-system/configmaps/antrea-config")

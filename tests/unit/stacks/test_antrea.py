@@ -104,8 +104,8 @@ class TestLeader:
         assert accounts == [a(f"north/core/ServiceAccount/{NS}/member-shared-token")]
         assert "annotations" not in leader[accounts[0]].body["metadata"] or \
             CLUSTER_ID_ANNOTATION not in leader[accounts[0]].body["metadata"]["annotations"]
-        assert any("spoof" in w for w in desired.warnings)
-        assert not render(tmp_path, source).warnings
+        assert any("spoof" in d.summary and d.address == "spec.tokens.strategy" for d in desired.diagnostics)
+        assert not render(tmp_path, source).diagnostics
 
     def test_leader_namespace_and_image_override(self, tmp_path: Path, source: BundleSource) -> None:
         desired = render(tmp_path, source, clusterSet={"name": "demo-set", "namespace": "mc-demo"},
@@ -223,3 +223,13 @@ class TestPreflight:
         with pytest.raises(BundleError, match="does not match its sha256 pin"):
             desired_fleet(fleet, bundles=BundleSource.from_environment(
                 fleet.spec.manifests.mirror, fleet.spec.manifests.sha256))
+
+
+def test_preflight_probes_each_members_antrea_config(tmp_path: Path, source: BundleSource) -> None:
+    desired = render(tmp_path, source)
+    assert [(p.cluster, p.kind, p.namespace, p.name) for p in desired.probes] == [
+        ("west", "ConfigMap", "kube-system", "antrea-config"), ("east", "ConfigMap", "kube-system", "antrea-config")]
+    off = {"data": {"antrea-agent.conf": "featureGates:\n  Multicluster: false\n"}}
+    found = desired.probes[1].judge(off)
+    assert found is not None and found.address == "east/kube-system/antrea-config"
+    assert desired.probes[0].judge(None) is None
