@@ -13,7 +13,7 @@ Invariants:
   resourceVersion last read, so a writer that lost a race (or whose lock was forced away) gets a
   `StateError` and never overwrites newer state; only then are the old parts deleted. A kill at any
   instant leaves the previous or the new state readable, plus at most some orphaned parts, which
-  the next write removes.
+  the next write removes (it lists the parts by label).
 - `persist` refuses to write once the lock this store took is lost (not renewed within its
   duration, or taken over), so a paused holder cannot clobber its successor's state.
 - Serials only grow, exactly as with the local store.
@@ -65,6 +65,7 @@ class KubernetesStateStore:
         self._serial: int | None = None
         self._secret: dict[str, Any] | None = None  # as last read or written
         self._lock: LeaseLock | None = None
+        self._swept = False  # orphaned parts looked for since this store was made
 
     def __str__(self) -> str:
         return self.where
@@ -126,8 +127,14 @@ class KubernetesStateStore:
             raise StateError(f"state {self.where} was changed by another writer meanwhile; nothing was "
                              "overwritten", hint="another run holds (or forced) the lock; plan again")
         self._secret, self._serial = saved, written.serial
-        for stale in set(old_parts) - set(parts):
-            self.api.delete("v1", "Secret", self.namespace, stale)
+        stale = set(old_parts) - set(parts)
+        if parts or old_parts or not self._swept:
+            # also parts a killed writer left unreferenced (listed once per run, or when parts are in use)
+            found, _ = self.api.list("v1", "Secret", self.namespace, f"{PART_LABEL}={self.name}")
+            stale |= {o["metadata"]["name"] for o in found} - set(parts)
+            self._swept = True
+        for name in sorted(stale):
+            self.api.delete("v1", "Secret", self.namespace, name)
         return written
 
     def _parts(self, secret: dict[str, Any] | None) -> list[str]:

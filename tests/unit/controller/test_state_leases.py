@@ -123,3 +123,15 @@ def test_locking_the_store_refuses_a_second_locker_and_force_unlock_needs_the_id
     with pytest.raises(LockedError, match="lost the lock"):
         first.persist(State.new("demo"))
     assert second.lock("apply").id != held.id
+
+
+def test_parts_orphaned_by_a_killed_writer_are_removed_by_the_next_write() -> None:
+    api = FakeObjects()
+    store = KubernetesStateStore(api, "ns", "st", part_size=1000)
+    store.persist(State.new("demo"))
+    orphan = {"apiVersion": "v1", "kind": "Secret",
+              "metadata": {"name": "st-9-0", "namespace": "ns", "labels": {"fleetplan.dev/state-of": "st"}},
+              "data": {"part": ""}}
+    api.create(orphan)  # written by a writer killed before its commit
+    KubernetesStateStore(api, "ns", "st").persist(State.new("demo"))
+    assert api.get("v1", "Secret", "ns", "st-9-0") is None
