@@ -215,9 +215,10 @@ class KlusterletOptions(Model):
 
 
 class BootstrapToken(Model):
-    kind: Literal["bound", "secret"] = Field("bound", description="bound (default): minted with ttl at "
-                                             "apply time. secret: long-lived token Secret.")
-    ttl: Duration = Field("1h", description="Lifetime of a bound bootstrap token. Default 1h.")
+    kind: Literal["bound", "secret"] = Field("bound", description="bound (default): a ServiceAccount token minted "
+                                             "with ttl at apply time. secret: a bootstrap.kubernetes.io/token "
+                                             "Secret in kube-system that expires after ttl.")
+    ttl: Duration = Field("1h", description="Lifetime of the bootstrap token (either kind). Default 1h.")
 
     @property
     def ttl_seconds(self) -> int:
