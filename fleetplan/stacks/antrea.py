@@ -12,8 +12,12 @@ Opaque token Secret (`ca.crt`, `namespace`, `token`) whose values are `Ref`s to 
 waits on until its `Ready` condition is True.
 
 Ordering comes from the graph's implicit edges plus the explicit ones here: ClusterSets after the
-validating webhook that guards them answers, member ClusterSets after the leader's (so destroy
-makes members leave before the leader goes), tokens before the member Secrets that carry them.
+validating webhook that guards them answers and the controller that serves it (so, in reverse,
+they are deleted while it still answers); the leader's ClusterSet after every CRD of its bundle;
+member ClusterSets after the leader's (so destroy makes members leave before the leader goes);
+tokens after their ServiceAccount and RoleBinding and before the member Secrets that carry them.
+Teardown guards (leader ClusterSet refuses while announces remain; a member's token is revoked
+after it left) are the handlers in fleetplan/live/antrea_handlers.py.
 
 Pure: no cluster access. The only I/O is reading manifest bundles (`bundles`), the join file and,
 when `leader.apiServer` is unset, the leader kubeconfig's server.
