@@ -82,7 +82,14 @@ class ControllerSimulation:
     def start(self, timeout: float = 120.0, interval: float = 1.0) -> ControllerSimulation:
         """Serve the webhooks once the Service has an endpoint (waiting up to `timeout`), then keep
         caBundle injected and the leader ClusterSet's status set, every `interval` seconds."""
-        self.server = serve_service(self.cluster, self.namespace, SERVICE, self._handle, timeout=timeout)
+        deadline = time.monotonic() + timeout
+        path = f"/api/v1/namespaces/{self.namespace}/services/{SERVICE}"
+        while self.api.request("GET", path)[0] != 200:  # fleetplan has not created it yet
+            if time.monotonic() >= deadline or self._stop.wait(0.5):
+                raise LabError(f"simulation: service {self.namespace}/{SERVICE} did not appear on "
+                               f"{self.cluster.name} within {timeout:.0f}s")
+        self.server = serve_service(self.cluster, self.namespace, SERVICE, self._handle,
+                                    timeout=max(1.0, deadline - time.monotonic()))
         self.inject_ca_bundle()
         self.log(f"serving webhooks at {self.server.host}:{self.server.port}")
         self._thread = threading.Thread(target=self._maintain, args=(interval,), daemon=True,
@@ -91,19 +98,14 @@ class ControllerSimulation:
         return self
 
     def start_in_background(self, timeout: float = 600.0, interval: float = 1.0) -> ControllerSimulation:
-        """`start` from a thread that first waits for the Service to exist (fleetplan creates it)."""
+        """`start` from a thread, so the caller can go on to create the Service (fleetplan's apply)."""
 
         def run() -> None:
-            deadline = time.monotonic() + timeout
-            path = f"/api/v1/namespaces/{self.namespace}/services/{SERVICE}"
-            while not self._stop.is_set() and time.monotonic() < deadline:
-                if self.api.request("GET", path)[0] == 200:
-                    try:
-                        self.start(max(1.0, deadline - time.monotonic()), interval)
-                    except LabError as err:
-                        self.log(f"could not start: {err}")
-                    return
-                self._stop.wait(0.5)
+            try:
+                self.start(timeout, interval)
+            except LabError as err:
+                if not self._stop.is_set():
+                    self.log(f"could not start: {err}")
 
         self._waiter = threading.Thread(target=run, daemon=True, name=f"antrea-controller-wait-{self.cluster.name}")
         self._waiter.start()
