@@ -142,7 +142,7 @@ Try next:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m fleetplan.lab.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--stack", choices=sorted(VERSIONS), default=os.environ.get("FLEETPLAN_DEMO_STACK", "ocm"))
+    parser.add_argument("--stack", choices=sorted(VERSIONS), default=os.environ.get("FLEETPLAN_DEMO_STACK", "antrea"))
     parser.add_argument("--dir", type=Path, default=None,
                         help="the lab directory (default: $FLEETPLAN_LAB_DIR or ./.lab)")
     parser.add_argument("--down", action="store_true", help="stop the lab at the end")
