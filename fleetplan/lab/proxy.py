@@ -53,7 +53,7 @@ class Faults:
     """What the proxy does to traffic. The default passes everything through unchanged."""
 
     latency: float = 0.0            # seconds, per connection and per client->server chunk
-    refuse: bool = False            # close the listener: new connects get ECONNREFUSED
+    refuse: bool = False            # close the listener (connects get ECONNREFUSED), reset open connections
     hang: bool = False              # accept connections and never answer
     reset_first: int = 0            # RST the first N connections after these faults are set
     reset_every: int = 0            # then RST every Nth connection (0: never)
@@ -154,8 +154,12 @@ class ProxyHandle:
             self._faults = new
             self._since_set = {"connections": 0, "requests": 0}
             self._random = random.Random(new.seed)
-        if new.refuse and not was_refusing:
+        if new.refuse and not was_refusing:  # the host is gone: no new connections, open ones reset
             self._close_listener()
+            with self._lock:
+                conns = list(self._open)
+            for conn in conns:
+                _reset(conn)
         elif not new.refuse and was_refusing:
             self._open_listener()
 
@@ -253,8 +257,8 @@ class ProxyHandle:
                 self._splice(conn)
             else:
                 self._terminate(conn)
-        except OSError:
-            pass
+        except (OSError, ValueError, http.client.HTTPException):
+            pass  # the client or the proxy dropped the connection; nothing to report
         finally:
             with self._lock:
                 self._open.discard(conn)
@@ -329,10 +333,17 @@ class ProxyHandle:
                 with_cert = not any(k.lower() == "authorization" for k, _ in headers)
                 if with_cert not in upstreams:
                     upstreams[with_cert] = self._upstream(with_cert)
-                self._forward(conn, upstreams[with_cert], method, target, headers, body)
+                try:
+                    self._forward(conn, upstreams[with_cert], method, target, headers, body)
+                except (http.client.HTTPException, OSError):
+                    # The upstream exchange broke mid-way: drop that connection, and this one, as a
+                    # real load balancer would (the client sees a dropped connection and retries).
+                    upstreams.pop(with_cert).close()
+                    return
         finally:
             for up in upstreams.values():
                 up.close()
+            reader.close()  # the file object holds a reference: close it first, then the socket
             with contextlib.suppress(OSError):
                 conn.close()
 
@@ -353,6 +364,7 @@ class ProxyHandle:
         conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
         while chunk := resp.read1(65536):
             conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        resp.close()  # marks the exchange finished, so the upstream connection can be reused
         conn.sendall(b"0\r\n\r\n")
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from fleetplan.errors import ClusterError
 from fleetplan.live.kubeconfigs import ClusterAccess, new_api_client
 
 MANAGER = "fleetplan"
+_READ_ATTEMPTS = 5
+_RETRIED_READ_STATUSES = (429, 500, 502, 503, 504)
 Obj = dict[str, Any]
 
 
@@ -249,6 +252,29 @@ class KubeCluster:
         query: Mapping[str, str] | None = None,
         *,
         body: str | dict[str, Any] | None = None,  # dict: the client JSON-encodes it; str: sent as is
+        content_type: str | None = None,
+    ) -> tuple[int, Obj]:
+        attempt = 0
+        while True:
+            try:
+                return self._call_once(method, path, query, body=body, content_type=content_type)
+            except TransientClusterError as err:
+                # Reads are idempotent and planning has no retry loop of its own (apply retries
+                # its steps): retry a throttled or failing GET here. Connection failures are
+                # already retried by urllib3 and are not retried again.
+                attempt += 1
+                if method != "GET" or err.status not in _RETRIED_READ_STATUSES or attempt >= _READ_ATTEMPTS:
+                    raise
+                delay = err.retry_after if err.retry_after is not None else 0.5 * 2 ** (attempt - 1)
+                time.sleep(min(10.0, delay))
+
+    def _call_once(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | None = None,
+        *,
+        body: str | dict[str, Any] | None = None,
         content_type: str | None = None,
     ) -> tuple[int, Obj]:
         from kubernetes.client.exceptions import ApiException

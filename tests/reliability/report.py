@@ -42,6 +42,10 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) else 0
+
+
 def _ok(value: Any) -> str:
     return {True: "yes", False: "**NO**", None: "**NO** (failed)"}.get(value, str(value))
 
@@ -77,7 +81,7 @@ def render(data: dict[str, Any]) -> str:
         parts.append(_crash(cats["crash"]))
     if "faults" in cats:
         rows = cats["faults"]["rows"]
-        lead = f"**Faults injected: {sum(int(r.get('injected', 0)) for r in rows)}; scenarios passed: " \
+        lead = f"**Faults injected: {sum(_count(r.get('injected')) for r in rows)}; scenarios passed: " \
                f"{sum(r.get('ok') is True for r in rows)} of {len(rows)}.**\n\n"
         parts.append(_generic("2. API faults through the lab proxy", cats["faults"],
                               ["scenario", "faults injected", "expected", "outcome", "as expected"],
