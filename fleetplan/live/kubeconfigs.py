@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fleetplan.errors import ClusterError
+
+# An exec credential plugin that never answers would hang the run: the client waits for it without
+# a timeout. Loading a kubeconfig (which runs the plugin) gets this long, then the cluster fails.
+EXEC_TIMEOUT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -60,9 +67,7 @@ def new_api_client(access: ClusterAccess) -> Any:
             hint="set kubeconfig for this cluster in fleet.yaml or export KUBECONFIG",
         )
     try:
-        client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=path, context=access.context
-        )
+        client = _load_client(access, path, kube_config.new_client_from_config)
     except (ConfigException, OSError, KeyError, ValueError) as err:
         raise ClusterError(
             f"cluster {access.name}: cannot load kubeconfig {path}"
@@ -95,3 +100,55 @@ def ca_spki_sha256(pem_or_b64: bytes) -> str:
     cert = x509.load_pem_x509_certificate(data)
     spki = cert.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
     return "sha256:" + hashlib.sha256(spki).hexdigest()
+
+
+class _ExecFailures(logging.Filter):
+    """Catches what the kubernetes client logs (and otherwise ignores) when an exec plugin fails:
+    it goes on without credentials, and the user would see a baffling 'system:anonymous' error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_thread: dict[int | None, str] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "kubernetes" in record.pathname.replace(os.sep, "/") and record.levelno >= logging.ERROR:
+            self.by_thread.setdefault(record.thread, record.getMessage())
+            return False
+        return True
+
+
+def _load_client(access: ClusterAccess, path: str, load: Callable[..., Any]) -> Any:
+    """`load(config_file=, context=)` in a daemon thread bounded by EXEC_TIMEOUT_SECONDS; an exec
+    plugin failure the client only logs becomes a ClusterError naming the cluster."""
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["client"] = load(config_file=path, context=access.context)
+        except BaseException as err:  # re-raised in the caller's thread
+            outcome["error"] = err
+
+    failures = _ExecFailures()
+    root = logging.getLogger()
+    root.addFilter(failures)
+    try:
+        worker = threading.Thread(target=work, name=f"kubeconfig-{access.name}", daemon=True)
+        worker.start()
+        worker.join(EXEC_TIMEOUT_SECONDS)
+    finally:
+        root.removeFilter(failures)
+    if worker.is_alive():
+        raise ClusterError(
+            f"cluster {access.name}: loading kubeconfig {path} did not finish within "
+            f"{EXEC_TIMEOUT_SECONDS:.0f}s (does its exec credential plugin hang?)",
+            hint="run the plugin command by hand and check that it prints an ExecCredential",
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    failure = failures.by_thread.get(worker.ident)
+    if failure is not None:
+        raise ClusterError(
+            f"cluster {access.name}: the credential plugin of kubeconfig {path} failed: {failure}",
+            hint="run the plugin command by hand; it must exit 0 and print an ExecCredential",
+        )
+    return outcome["client"]

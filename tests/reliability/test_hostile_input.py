@@ -202,7 +202,7 @@ def _hostile_cases(root: Path, cluster: Any) -> dict[str, Any]:
     }
 
 
-HANG_LIMIT = 90.0  # seconds: the run must end by itself well before the test's own timeout
+HANG_LIMIT = 60.0  # seconds: the run must end by itself (exec plugins get 30 s) before the test's timeout
 
 
 def test_hostile_kubeconfigs_give_one_line_errors(tmp_path: Path, lab: Any) -> None:
@@ -225,7 +225,7 @@ def test_hostile_kubeconfigs_give_one_line_errors(tmp_path: Path, lab: Any) -> N
         lines = [line for line in err.strip().splitlines() if line.strip()]
         first = lines[0] if lines else ""
         ok = (code == 1 and "Traceback" not in err and "internal error" not in err and took < HANG_LIMIT
-              and leader.name in first and len(lines) <= 3)
+              and (leader.name in first or str(path) in first) and len(lines) <= 3)
         if not ok:
             problems.append(f"{case}: exit {code} after {took:.1f}s: {err.strip()[:400]}")
         record("kubeconfig", case=case, exit=code, seconds=round(took, 1), error=first[:200], ok=ok)
