@@ -34,7 +34,6 @@ build_helm() {
 if [ "${1:-}" = "--print" ]; then echo "$bin"; exit 0; fi
 if [ "${1:-}" = "--print-helm" ]; then echo "$helm_dir/helm"; exit 0; fi
 if [ "${1:-}" = "--helm" ]; then build_helm; echo "$helm_dir/helm"; exit 0; fi
-build_helm
 if [ -f "$bin/.complete" ]; then echo "$bin"; exit 0; fi
 mkdir -p "$bin"
 export CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"
