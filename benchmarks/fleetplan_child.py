@@ -3,7 +3,8 @@
 Runs `fleetplan.cli.main(ARGS)` unchanged, after wrapping `KubeCluster._call` (the one place every
 API request goes through) to count requests per cluster and per kind of request: discovery, list,
 get, dry-run (server-side apply with dryRun), write (apply, delete, subresources). At exit the
-counts go to TALLY_FILE as JSON: {cluster: {kind: count}}.
+counts and the process's peak RSS go to TALLY_FILE as JSON:
+{"requests": {cluster: {kind: count}}, "peak_rss_kib": N}.
 """
 
 from __future__ import annotations
@@ -43,9 +44,20 @@ def _counted(self: KubeCluster, method: str, path: str, query: Mapping[str, str]
     return _original(self, method, path, query, **kwargs)
 
 
+def _peak_rss_kib() -> int:
+    """This process's own peak RSS: VmHWM belongs to the address space made by exec, whereas
+    rusage's maxrss carries over the parent's high-water mark from fork/vfork."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
 def _dump(target: str) -> None:
     with open(target, "w") as handle:
-        json.dump({name: dict(kinds) for name, kinds in _COUNTS.items()}, handle)
+        json.dump({"requests": {name: dict(kinds) for name, kinds in _COUNTS.items()},
+                   "peak_rss_kib": _peak_rss_kib()}, handle)
 
 
 def main() -> None:

@@ -1,11 +1,14 @@
 """Run one command as a child process and measure it: wall time, CPU time, peak RSS, exit code.
 
-CPU time and peak RSS come from `wait4`'s rusage of the child, which covers the child and every
-descendant it waited for (for the kubectl baseline: bash and each kubectl), so the figures are the
-process's own, unaffected by this harness or the latency proxies running in the parent.
+CPU time comes from `wait4`'s rusage of the child, which covers the child and every descendant it
+waited for (for the kubectl baseline: bash and each kubectl), so it is the process's own,
+unaffected by this harness or the latency proxies running in the parent. rusage's peak RSS is not
+usable: Linux carries the parent's high-water mark into a forked child across exec, so every child
+would report at least the harness's size.
 
 fleetplan runs through `fleetplan_child.py`, the real CLI with a counter on `KubeCluster._call`,
-which writes the requests made to each cluster (by kind of request) to a JSON file.
+which writes the requests made to each cluster (by kind of request) and its own peak RSS (VmHWM)
+to a JSON file.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ ROOT = HERE.parent
 class Measurement:
     wall_s: float
     cpu_s: float  # user + system
-    peak_rss_mib: float
+    peak_rss_mib: float  # from rusage (inflated by the parent, see above) except for fleetplan runs
     exit_code: int
     output: str = ""  # stdout + stderr tail, for diagnosing a failure
     requests: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # cluster -> kind -> count
@@ -71,5 +74,8 @@ def measure_fleetplan(args: Sequence[str], cwd: Path, timeout: float = 3600.0) -
         tally = Path(tmp) / "requests.json"
         argv = [sys.executable, str(HERE / "fleetplan_child.py"), str(tally), *args]
         result = measure(argv, cwd, fleetplan_env(), timeout)
-        counts = json.loads(tally.read_text()) if tally.exists() else {}
-    return Measurement(result.wall_s, result.cpu_s, result.peak_rss_mib, result.exit_code, result.output, counts)
+        tallied = json.loads(tally.read_text()) if tally.exists() else {}
+    if result.exit_code == 0 and not tallied.get("peak_rss_kib"):
+        raise RuntimeError(f"fleetplan {' '.join(args)} wrote no peak RSS:\n{result.output}")
+    return Measurement(result.wall_s, result.cpu_s, tallied.get("peak_rss_kib", 0) / 1024.0, result.exit_code,
+                       result.output, tallied.get("requests", {}))

@@ -43,7 +43,7 @@ def targets_for(startup: Sequence[Any], cpu: Any, scale: Sequence[Any]) -> list[
     r200 = by_n.get(200)
     targets.append(Target("no-op plan, 200 members", "<= 10 s",
                           f"{r200.noop_plan_s:.2f} s" if r200 else "not run", r200.noop_plan_s <= 10 if r200 else None))
-    worst = max(scale, key=lambda r: r.requests_per_member, default=None)
+    worst = max(scale, key=lambda r: (r.requests_per_member, r.members), default=None)
     targets.append(Target("API requests per member cluster, no-op plan", "<= 3",
                           f"{worst.requests_per_member:g} (N={worst.members})" if worst else "not run",
                           worst.requests_per_member <= 3 if worst else None))
