@@ -152,3 +152,17 @@ def ocm_fleet(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
         finally:
             for sim in sims:
                 sim.stop()
+
+
+@pytest.fixture(scope="session")
+def destroy_later(lab: Any) -> Any:
+    """`destroy_later(fleet)`: destroy a ResourcesFleet at the end of the session, all of them at
+    once (namespace deletion is waiting, not work, so they overlap well); failures are reported."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pending: list[Any] = []
+    yield pending.append
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda f: f.run("destroy", "--auto-approve", check=None), pending))
+    failed = [f"{f.name}: {r.stderr.strip()[-300:]}" for f, r in zip(pending, results, strict=True) if r.returncode]
+    assert not failed, failed

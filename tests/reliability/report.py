@@ -95,7 +95,7 @@ def render(data: dict[str, Any]) -> str:
                               ["damage", "error", "untouched", "restored", "ok"]))
     if "fuzz" in cats:
         rows = cats["fuzz"]["rows"]
-        lead = f"**fleet.yaml fuzz cases run: {sum(int(r.get('cases', 0)) for r in rows)}.**\n\n"
+        lead = f"**fleet.yaml fuzz cases run: {sum(_count(r.get('cases')) for r in rows)}.**\n\n"
         parts.append(_generic("5a. Hostile fleet.yaml (hypothesis)", cats["fuzz"],
                               ["generator", "cases", "tracebacks", "slowest (s)", "as expected"],
                               ["generator", "cases", "tracebacks", "slowest", "ok"], lead))
@@ -105,9 +105,10 @@ def render(data: dict[str, Any]) -> str:
                               ["case", "exit", "seconds", "error", "ok"]))
     if "secrets" in cats:
         rows = cats["secrets"]["rows"]
-        lead = (f"**Secret values searched for: {max((int(r.get('values', 0)) for r in rows), default=0)}; "
-                f"artifacts scanned: {sum(int(r.get('artifacts', 0)) for r in rows)}; "
-                f"hits: {sum(int(r.get('hits', 0)) for r in rows)}.**\n\n")
+        lead = (f"**Secret values searched for: {max((_count(r.get('values')) for r in rows), default=0)}; "
+                f"artifacts scanned: {sum(_count(r.get('artifacts')) for r in rows)}; "
+                f"hits: {sum(_count(r.get('hits')) for r in rows)} (the join files, which must hold a token, are "
+                "the scanner's positive control and are not counted).**\n\n")
         parts.append(_generic("6. Secret hygiene", cats["secrets"],
                               ["what was scanned", "artifacts", "secret values", "hits", "as expected"],
                               ["what", "artifacts", "values", "hits", "ok"], lead))

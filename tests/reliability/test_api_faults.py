@@ -41,14 +41,13 @@ class ProxiedFleet:
 
     def close(self) -> None:
         for handle in self.proxies.values():
-            handle.set_faults(Faults())
-        self.fleet.run("destroy", "--auto-approve", check=None)
-        for handle in self.proxies.values():
             handle.stop()
+        self.fleet.kubeconfigs = {c.name: c.kubeconfig for c in self.fleet.lab.clusters[:3]}
+        self.fleet.write_fleet()  # destroyed later without the proxies
 
 
 @pytest.fixture
-def proxied(tmp_path: Path, lab: Any) -> Iterator[Any]:
+def proxied(tmp_path: Path, lab: Any, destroy_later: Any) -> Iterator[Any]:
     made: list[ProxiedFleet] = []
 
     def make(terminating: set[str] = frozenset()) -> ProxiedFleet:  # type: ignore[assignment]
@@ -58,6 +57,7 @@ def proxied(tmp_path: Path, lab: Any) -> Iterator[Any]:
     yield make
     for item in made:
         item.close()
+        destroy_later(item.fleet)
 
 
 TRANSIENT = {

@@ -19,10 +19,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, lab: Any) -> Any:
+def fleet(tmp_path: Path, lab: Any, destroy_later: Any) -> Any:
     made = ResourcesFleet(tmp_path, lab, prefix="c")
-    yield made
-    made.run("destroy", "--auto-approve", check=None)
+    destroy_later(made)
+    return made
 
 
 def _lock_path(fleet: ResourcesFleet) -> Path:

@@ -13,7 +13,6 @@ be; they are the scanner's positive control and must be mode 0600.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import stat
 import zipfile
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 from fleetkit import record
+from ruamel.yaml import YAML
 from secretscan import SecretSet, annotations_and_labels
 
 from fleetplan.lab.clusters import admin_rest
@@ -130,13 +130,12 @@ def test_no_secret_value_leaves_the_clusters(antrea_fleet: Any) -> None:
     artifacts |= cluster_meta
     join_texts = {f"join file {p.name}": p.read_text() for p in joins}
     for name, text in join_texts.items():  # the exported token is a secret too
-        for line in text.splitlines():
-            if "token:" in line and len(line.split(":", 1)[1].strip()) > 20:
-                value = line.split(":", 1)[1].strip()
-                with contextlib.suppress(ValueError):
-                    value = base64.b64decode(value, validate=True).decode()
-                secrets.add(f"token in {name}", value)
-
+        for doc in YAML(typ="safe").load_all(text):
+            if isinstance(doc, dict) and isinstance(doc.get("token"), str):
+                secrets.add(f"token in {name}", doc["token"])
+            encoded = (doc.get("data") or {}).get("token") if isinstance(doc, dict) else None
+            if encoded:
+                secrets.add(f"token in {name}", base64.b64decode(encoded).decode())
     hits = secrets.scan(artifacts)
     control = secrets.scan(join_texts)
     modes = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in joins}
