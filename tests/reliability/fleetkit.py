@@ -28,8 +28,10 @@ OWNED_KINDS = [("v1", "Namespace"), ("v1", "ConfigMap"), ("v1", "ServiceAccount"
 RESULTS: dict[str, list[dict[str, Any]]] = defaultdict(list)
 
 
-def record(category: str, **row: Any) -> None:
+def record(category: str, **row: Any) -> dict[str, Any]:
+    """Add a result row; returns it, so a test can complete it (e.g. `survived`) once it knows."""
     RESULTS[category].append(row)
+    return row
 
 
 APP = """\
@@ -217,3 +219,61 @@ def run_in_process(cwd: Path, *args: str) -> tuple[int, str, str]:
     finally:
         os.chdir(previous)
     return code, out.getvalue(), err.getvalue()
+
+
+STACK_KINDS = [*OWNED_KINDS, ("v1", "Service"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+               ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+               ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
+               ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
+               ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+               ("multicluster.crd.antrea.io/v1alpha2", "ClusterSet"),
+               ("cluster.open-cluster-management.io/v1", "ManagedCluster"),
+               ("cluster.open-cluster-management.io/v1beta2", "ManagedClusterSet"),
+               ("operator.open-cluster-management.io/v1", "ClusterManager"),
+               ("operator.open-cluster-management.io/v1", "Klusterlet")]
+
+
+def assert_stack_end_state(state_path: Path, fleet_name: str, clusters: list[Any], plan: Any,
+                           *, destroyed: bool = False) -> int:
+    """The end state of a stack fleet after a resumed run: no journal, no lock, a plan with no
+    changes, every recorded object live with its recorded uid, and every object on the clusters
+    that carries the fleet's label recorded (no orphans); after destroy, nothing at all.
+    `plan(*args)` runs `fleetplan plan ARGS` for that fleet. Returns the number of owned objects."""
+    from fleetplan.addrs import Address
+    from fleetplan.live.clusters import KubeCluster
+    from fleetplan.live.kubeconfigs import ClusterAccess
+    from fleetplan.live.reading import selector
+
+    state = json.loads(state_path.read_text())
+    assert state.get("journal", []) == [], f"journal left: {state['journal']}"
+    lock = state_path.with_name(state_path.name + ".lock")
+    assert not lock.exists(), f"lock left behind: {lock.read_text()}"
+    apis = {c.name: KubeCluster(ClusterAccess(c.name, c.kubeconfig, c.context)) for c in clusters}
+    live: dict[str, str] = {}
+    for name, api in apis.items():
+        for api_version, kind in STACK_KINDS:
+            group = api_version.rpartition("/")[0]
+            for obj in api.list(api_version, kind, "", selector(fleet_name)):
+                meta = obj["metadata"]
+                if meta.get("deletionTimestamp"):
+                    continue
+                live[str(Address(name, group, kind, meta.get("namespace") or "", meta["name"]))] = meta["uid"]
+    recorded = {r["address"]: r for r in state["resources"]}
+    if destroyed:
+        assert live == {}, f"orphans after destroy: {sorted(live)}"
+        assert recorded == {}, f"state still records: {sorted(recorded)}"
+        done = plan("--destroy", "--detailed-exitcode")
+        assert done.returncode == 0, done.stdout + done.stderr
+        return 0
+    orphans = set(live) - set(recorded)
+    assert not orphans, f"owned objects the state does not record: {sorted(orphans)}"
+    for address, record_ in recorded.items():
+        parsed = Address.parse(address)
+        if parsed.group.endswith("fleetplan.dev") or not record_.get("uid"):
+            continue  # operations (tokens, acceptance) are not objects
+        obj = apis[parsed.cluster].get(record_["api_version"], parsed.kind, parsed.namespace, parsed.name)
+        assert obj is not None, f"state records {address}, which is not on the cluster"
+        assert obj["metadata"]["uid"] == record_["uid"], f"state records a stale uid for {address}"
+    done = plan("--detailed-exitcode")
+    assert done.returncode == 0, f"plan after resume is not empty:\n{done.stdout}\n{done.stderr}"
+    return len(live)

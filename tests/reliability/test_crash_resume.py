@@ -12,7 +12,8 @@ clean-apply set (no duplicates, no orphans), the state recording exactly those w
 uids, no journal, no lock left, and a plan with no changes. Destroy likewise must leave nothing.
 
 CI runs a spread of points; FLEETPLAN_FULL=1 runs every step boundary of both operations.
-Stacks covered: `resources` (the OCM and Antrea fleets join when their live integration passes).
+Stacks covered: `resources` (3 clusters, 18 objects), and the Antrea (leader + 2 members) and OCM
+(hub + 2 spokes) fleets of the session, with their controller/agent simulations running.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleetkit import FULL, ResourcesFleet, assert_clean_end_state, cli_env, record
+from fleetkit import FULL, ResourcesFleet, assert_clean_end_state, assert_stack_end_state, cli_env, record
 
 pytestmark = pytest.mark.integration
 STEPS = 18
@@ -48,13 +49,13 @@ def _killed_at(fleet: ResourcesFleet, operation: str, point: str) -> None:
         f"{operation} with kill point {point} was not killed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
 
 
-def _killed_randomly(fleet: ResourcesFleet, operation: str, rng: random.Random, log: Path) -> dict[str, Any]:
-    """SIGKILL at a random instant after the first step started (so inside the walk: an HTTP call,
-    a readiness wait or a state write); returns where it happened."""
-    delay = rng.uniform(0.0, 2.5)
+def _killed_randomly(argv: list[str], cwd: Path, rng: random.Random, log: Path,
+                     longest: float = 2.5) -> dict[str, Any]:
+    """SIGKILL at a random instant (up to `longest` s) after the first step started, so inside the
+    walk: an HTTP call, a readiness wait or a state write; returns where it happened."""
+    delay = rng.uniform(0.0, longest)
     with log.open("w") as out:
-        process = subprocess.Popen(fleet.command(operation, "--auto-approve", "--json"), cwd=fleet.root,
-                                   env=cli_env(), stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(argv, cwd=cwd, env=cli_env(), stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while process.poll() is None and '"step_start"' not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -80,8 +81,9 @@ def test_kill_apply_and_destroy_then_resume(tmp_path: Path, lab: Any, apply_poin
             if operation == "destroy":
                 assert_clean_end_state(fleet)
             _killed_at(fleet, operation, point)
-            record("crash", stack="resources", operation=operation, point=f"step {point}", survived=None)
-            where = _killed_randomly(fleet, operation, rng, tmp_path / f"{operation}-random.log")
+            row = record("crash", stack="resources", operation=operation, point=f"step {point}", survived=None)
+            where = _killed_randomly(fleet.command(operation, "--auto-approve", "--json"), fleet.root, rng,
+                                     tmp_path / f"{operation}-random.log")
             resumed = fleet.run(operation, "--auto-approve")
             if operation == "apply":
                 assert_clean_end_state(fleet)
@@ -89,19 +91,63 @@ def test_kill_apply_and_destroy_then_resume(tmp_path: Path, lab: Any, apply_poin
                 assert_clean_end_state(fleet, destroyed=True)
             assert "took over the lock" in resumed.stderr or "took over the lock" in (
                 (tmp_path / f"{operation}-random.log").read_text())
-            _mark_survived(operation)
-            point_name = (f"random, {where['delay']}s into the walk ({where['steps_done']} steps done, "
-                          f"{where['steps_started']} started)" if where["killed"]
-                          else f"random, {where['delay']}s into the walk: finished first")
-            record("crash", stack="resources", operation=operation, point=point_name,
+            row["survived"] = True
+            record("crash", stack="resources", operation=operation, point=_random_point(where),
                    survived=True if where["killed"] else "n/a")
     finally:
         fleet.run("destroy", "--auto-approve", check=None)
 
 
-def _mark_survived(operation: str) -> None:
-    from fleetkit import RESULTS
+def _random_point(where: dict[str, Any]) -> str:
+    if not where["killed"]:
+        return f"random, {where['delay']}s into the walk: finished first"
+    return (f"random, {where['delay']}s into the walk ({where['steps_done']} steps done, "
+            f"{where['steps_started']} started)")
 
-    for row in RESULTS["crash"]:
-        if row["operation"] == operation and row["survived"] is None:
-            row["survived"] = True
+
+def _stack_trials() -> list[tuple[str, str, str]]:
+    """(stack, destroy point kind, apply point kind); the step number is drawn from the plan."""
+    if FULL:
+        return [(stack, d, a) for stack in ("antrea", "ocm") for d, a in zip(POINTS, POINTS[1:] + POINTS[:1],
+                                                                             strict=True)]
+    return [("antrea", "unrecorded", "start"), ("ocm", "finish", "unrecorded")]
+
+
+@pytest.mark.parametrize("stack,destroy_kind,apply_kind", _stack_trials())
+def test_stack_fleet_killed_and_resumed(request: pytest.FixtureRequest, tmp_path: Path, stack: str,
+                                        destroy_kind: str, apply_kind: str) -> None:
+    env = request.getfixturevalue(f"{stack}_fleet")
+    fleet_file = Path(env.fleet_file)
+    doc = json.loads(fleet_file.read_text())
+    state_path, fleet_name = Path(doc["spec"]["state"]["path"]), doc["metadata"]["name"]
+    clusters = list(env.lab.clusters[:3]) if hasattr(env, "lab") else [env.hub, *env.spokes]
+    rng = random.Random(f"{stack}/{destroy_kind}/{apply_kind}")
+
+    def run(*args: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(_argv(*args, fleet=fleet_file), cwd=fleet_file.parent, env=cli_env(extra),
+                              capture_output=True, text=True, timeout=600)
+
+    run("apply", "--auto-approve")  # the session's fleet, converged, is where each trial starts
+    for operation, kind in (("destroy", destroy_kind), ("apply", apply_kind)):
+        planned = json.loads(run("plan", *(["--destroy"] if operation == "destroy" else []), "--json").stdout)
+        steps = sum(planned["summary"].values())
+        point = f"{kind}:{rng.randint(1, max(1, steps))}"
+        killed = run(operation, "--auto-approve", extra={"FLEETPLAN_TEST_KILL_AT": point})
+        assert killed.returncode == -signal.SIGKILL, f"{operation} at {point}: exit {killed.returncode}\n" \
+                                                     f"{killed.stdout[-2000:]}\n{killed.stderr[-2000:]}"
+        row = record("crash", stack=stack, operation=operation, point=f"step {point} of {steps}", survived=None)
+        where = _killed_randomly(_argv(operation, "--auto-approve", "--json", fleet=fleet_file), fleet_file.parent,
+                                 rng, tmp_path / f"{operation}.log", longest=1.0 if stack == "ocm" else 2.5)
+        resumed = run(operation, "--auto-approve")
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+        assert_stack_end_state(state_path, fleet_name, clusters, lambda *a: run("plan", *a),
+                               destroyed=operation == "destroy")
+        row["survived"] = True
+        record("crash", stack=stack, operation=operation, point=_random_point(where),
+               survived=True if where["killed"] else "n/a")
+
+
+def _argv(*args: str, fleet: Path) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "fleetplan", *args, "-f", str(fleet)]
