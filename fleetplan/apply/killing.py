@@ -1,16 +1,19 @@
 """A test-only hook that SIGKILLs the running process at an exact step boundary.
 
-Crash-and-resume tests need kills at precise points, which a timer cannot hit. When the variable
-`FLEETPLAN_TEST_KILL_AT` is set to `<point>:<n>`, the n-th (1-based) occurrence of that point kills
-the process with SIGKILL (no cleanup, no finally blocks, the lock file stays), exactly like a
-crash or an OOM kill:
+Crash-and-resume tests need kills at precise points, which a timer cannot hit. When test hooks are
+on (`FLEETPLAN_TEST_HOOKS=1`) and `FLEETPLAN_TEST_KILL_AT` is set to `<point>:<n>`, the n-th
+(1-based) occurrence of that point kills the process with SIGKILL (no cleanup, no finally blocks,
+the lock file stays), exactly like a crash or an OOM kill:
 
     start:n       after the n-th step's intent was journaled and persisted, before its side effect
     unrecorded:n  after the n-th finished step's side effect, before the state recorded it
     finish:n      after the n-th finished step was recorded in the state
 
-Without the variable the hooks are empty and nothing changes. The hooks sit around the state
-recorder: `before` hooks run ahead of it, `after` hooks behind it (see `cli.applying`).
+Invariant: a stray `FLEETPLAN_TEST_KILL_AT` alone (left in a CI job's environment, copied from a
+test log) never kills anything: both variables must be set, and the CLI prints `test_hooks_notice`
+on stderr whenever either is, so a production run with hooks on cannot go unnoticed. Without them
+the hooks are empty and nothing changes. The hooks sit around the state recorder: `before` hooks
+run ahead of it, `after` hooks behind it (see `cli.applying`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from fleetplan.apply.hooks import Hook, Outcome
 from fleetplan.plan.model import Step
 
 ENV_KILL_AT = "FLEETPLAN_TEST_KILL_AT"
+ENV_TEST_HOOKS = "FLEETPLAN_TEST_HOOKS"
 POINTS = ("start", "unrecorded", "finish")
 
 
@@ -45,8 +49,26 @@ class KillSwitch(Hook):
             self._tick()
 
 
+def test_hooks_enabled() -> bool:
+    return os.environ.get(ENV_TEST_HOOKS, "") == "1"
+
+
+def test_hooks_notice() -> str | None:
+    """What the CLI must print on stderr when test hooks are on or half-configured, else None."""
+    spec = os.environ.get(ENV_KILL_AT, "")
+    if test_hooks_enabled():
+        return (f"WARNING: {ENV_TEST_HOOKS}=1: test hooks are ON; this run will SIGKILL itself at "
+                f"{ENV_KILL_AT}={spec or '(unset)'}. Never set {ENV_TEST_HOOKS} outside tests.")
+    if spec:
+        return f"warning: {ENV_KILL_AT} is set but ignored ({ENV_TEST_HOOKS}=1 is not set)"
+    return None
+
+
 def kill_switches() -> tuple[list[Hook], list[Hook]]:
-    """(hooks to run before the state recorder, hooks to run after it) from the environment."""
+    """(hooks to run before the state recorder, hooks to run after it) from the environment;
+    empty unless test hooks are on."""
+    if not test_hooks_enabled():
+        return [], []
     spec = os.environ.get(ENV_KILL_AT, "")
     point, _, count = spec.partition(":")
     if point not in POINTS or not count.isdigit() or int(count) < 1:

@@ -16,7 +16,7 @@ import click
 
 from fleetplan.apply.executing import ClusterExecutor
 from fleetplan.apply.hooks import ApplySummary, Hook, Hooks, Outcome, Status
-from fleetplan.apply.killing import kill_switches
+from fleetplan.apply.killing import kill_switches, test_hooks_notice
 from fleetplan.apply.recording import StateRecorder
 from fleetplan.apply.walking import DEFAULT_PARALLELISM, walk_plan
 from fleetplan.cli.planning import Session, color_enabled, file_option, only_option, print_plan
@@ -133,7 +133,10 @@ def run_apply(
         executor = ClusterExecutor(
             plan, clusters, default_timeout=float(session.fleet.spec.wait.timeout_seconds)
         )
-        before, after = kill_switches()  # empty unless FLEETPLAN_TEST_KILL_AT is set (crash tests)
+        before, after = kill_switches()  # empty unless test hooks are on (crash tests)
+        notice = test_hooks_notice()  # loud, so hooks left on in production are seen
+        if notice:
+            click.echo(notice, err=True)
         summary = walk_plan(plan, executor, Hooks([*before, recorder, view, *after]), parallelism=parallelism)
     if summary.failures:
         raise ApplyError([_root_cause(o, summary) for o in summary.failures])
