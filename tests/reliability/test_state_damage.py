@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fleetkit import ResourcesFleet, record, run_in_process, with_only
+from fleetkit import ResourcesFleet, assert_clean_end_state, record, run_in_process, with_only
 
 pytestmark = pytest.mark.integration
 
@@ -115,8 +115,13 @@ def test_every_write_keeps_the_previous_state_as_backup(applied: ResourcesFleet)
     backup = json.loads(fleet.state_path.with_name(fleet.state_path.name + ".backup").read_text())
     ok = after["serial"] > before["serial"] and backup["serial"] == after["serial"] - 1 \
         and after["lineage"] == before["lineage"] and oct(fleet.state_path.stat().st_mode & 0o777) == "0o600"
-    record("state", damage="(none) a normal apply", error="-",
+    # The way back: the backup (one apply older) over the state; apply adopts what it does not record.
+    fleet.state_path.write_bytes(fleet.state_path.with_name(fleet.state_path.name + ".backup").read_bytes())
+    fleet.write_manifests(color="teal")
+    fleet.run("apply", "--auto-approve")
+    assert_clean_end_state(fleet)
+    record("state", damage="(none) a normal apply, then the backup restored and applied", error="-",
            untouched=f"serial {before['serial']} -> {after['serial']}, backup at {backup['serial']}",
-           restored="-", ok=ok)
+           restored="apply from the backup: clean end state", ok=ok)
     assert ok
     good.write_bytes(fleet.state_path.read_bytes())
