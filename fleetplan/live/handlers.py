@@ -37,7 +37,7 @@ class Work:
 
     address: Address
     api_version: str
-    body: Mapping[str, Any] | None
+    body: Mapping[str, Any] | None = field(repr=False)  # may hold resolved secret values
     options: Mapping[str, Any] = field(default_factory=dict)
     readiness: Readiness = field(default_factory=Readiness)
     timeout: float = 300.0
@@ -48,8 +48,9 @@ class Work:
 class Result:
     uid: str | None = None
     outputs: Mapping[str, str] = field(default_factory=dict)  # safe to store and show
-    secrets: Mapping[str, str] = field(default_factory=dict)  # memory only; state keeps hashes
-    obj: Mapping[str, Any] | None = None  # the object as applied, for Refs into its fields
+    # memory only; state keeps hashes. Kept out of repr: a logged or asserted Result shows no token.
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    obj: Mapping[str, Any] | None = field(default=None, repr=False)  # as applied (a Secret's data too)
 
 
 @dataclass(frozen=True)

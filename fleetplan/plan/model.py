@@ -54,7 +54,8 @@ class Step:
     reason: str
     handler: str = "apply"
     api_version: str = ""
-    body: Mapping[str, Any] | None = None  # desired body (with ownership labels); None for delete
+    # desired body (with ownership labels); None for delete. Out of repr: a Secret's data is in it.
+    body: Mapping[str, Any] | None = field(default=None, repr=False)
     depends_on: tuple[Address, ...] = ()
     changes: tuple[FieldChange, ...] = ()
     readiness: Readiness = field(default_factory=Readiness)
