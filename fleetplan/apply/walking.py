@@ -7,6 +7,9 @@ Invariants:
   and one failing member does not stop the others.
 - Hooks are called under one lock (see `hooks`); `step_starting` happens before the executor runs.
 - The walker knows nothing about clusters or the config: an `Executor` does the work.
+- Every step that starts also finishes: an exception of any type from the executor is that step's
+  FAILED outcome (a non-`FleetplanError` one is an "internal error" naming its type), so
+  `step_finished` and `plan_finished` always run and the state records what the other steps did.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from fleetplan.live.handlers import Result
 from fleetplan.plan.model import Plan, Step
 
 DEFAULT_PARALLELISM = 10
+_MESSAGE_LIMIT = 200
 
 
 class Executor(Protocol):
@@ -50,6 +54,13 @@ def walk_plan(
         except FleetplanError as err:
             first = err.diagnostics[0]
             error = Diagnostic(first.summary, address=first.address or str(step.address), hint=first.hint)
+            return Outcome(step, Status.FAILED, error=error, seconds=time.monotonic() - started)
+        except Exception as err:  # a bug in a handler must not abort the walk and lose the state
+            error = Diagnostic(
+                f"internal error: {type(err).__name__}: {_short(err)}",
+                address=str(step.address),
+                hint="this is a bug in fleetplan; please report it with this message",
+            )
             return Outcome(step, Status.FAILED, error=error, seconds=time.monotonic() - started)
         return Outcome(step, Status.OK, result=result, seconds=time.monotonic() - started)
 
@@ -97,3 +108,10 @@ def walk_plan(
     summary = ApplySummary(tuple(outcomes[s.address] for s in plan.steps if s.address in outcomes))
     call(lambda: hook.plan_finished(summary))
     return summary
+
+
+def _short(err: Exception) -> str:
+    """The first line of the message, bounded: an exception's text is not meant for users and may
+    quote whatever the failing code held."""
+    text = (str(err).strip().splitlines() or [""])[0]
+    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fleetplan.addrs import Address
-from fleetplan.apply.hooks import Hook, Status
+from fleetplan.apply.hooks import ApplySummary, Hook, Outcome, Status
 from fleetplan.apply.walking import walk_plan
 from fleetplan.diff import comparing
 from fleetplan.errors import ClusterError, LockedError, PlanError, StateError
@@ -185,3 +185,34 @@ def test_views_match_golden_files(name: str, render: Callable[[Plan], str]) -> N
         path.write_text(got)
     assert got == path.read_text()
     assert "c2VjcmV0" not in got
+
+
+class RecordingHook(Hook):
+    def __init__(self) -> None:
+        self.finished: list[tuple[str, Status]] = []
+        self.plan_done = False
+
+    def step_finished(self, outcome: Outcome) -> None:
+        self.finished.append((outcome.step.address.name, outcome.status))
+
+    def plan_finished(self, summary: ApplySummary) -> None:
+        self.plan_done = True
+
+
+class BuggyExecutor(FakeExecutor):
+    def execute(self, step: Step, progress: Callable[[str], None]) -> Result:
+        self.ran.append(step.address.name)
+        if step.address.name == "a":
+            raise KeyError("status")  # a handler bug, not a FleetplanError
+        return Result()
+
+
+def test_any_exception_from_a_step_is_its_failure_and_the_walk_goes_on() -> None:
+    plan = Plan("demo", Mode.NORMAL, (_step("a"), _step("b", ("a",)), _step("d")), None, 0, "")
+    hook = RecordingHook()
+    summary = walk_plan(plan, BuggyExecutor(set()), hook, parallelism=1)
+    assert sorted(hook.finished) == [("a", Status.FAILED), ("b", Status.SKIPPED), ("d", Status.OK)]
+    assert hook.plan_done
+    error = summary.failures[0].error
+    assert error is not None and error.summary == "internal error: KeyError: 'status'"
+    assert error.address == "w/core/ConfigMap/ns/a"
