@@ -88,14 +88,30 @@ def _condition(status: Mapping[str, Any], type_: str, wanted: str) -> tuple[bool
 
 
 def _deployment_available(obj: Mapping[str, Any]) -> tuple[bool, str]:
+    """The rollout is complete, judged as `kubectl rollout status` does: the controller saw this
+    generation, every wanted replica runs the new template, no old replica is left (old pods would
+    still serve the old version), and every updated replica is available."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     generation = obj.get("metadata", {}).get("generation", 0)
     wanted = spec.get("replicas", 1)
     if status.get("observedGeneration", 0) < generation:
         return False, "the controller to observe the new generation"
-    updated, available = status.get("updatedReplicas", 0), status.get("availableReplicas", 0)
-    if updated < wanted or available < wanted:
-        return False, f"{available}/{wanted} replicas available, {updated} updated"
+    # Status counters are omitted when zero.
+    replicas, updated = status.get("replicas", 0), status.get("updatedReplicas", 0)
+    available = status.get("availableReplicas", 0)
+    stuck = next(
+        (c for c in status.get("conditions") or () if c.get("type") == "Progressing"
+         and c.get("reason") == "ProgressDeadlineExceeded"),
+        None,
+    )
+    if stuck is not None:
+        return False, f"a rollout past its progress deadline ({stuck.get('message', '')})"
+    if updated < wanted:
+        return False, f"{updated} of {wanted} replicas updated"
+    if replicas > updated:
+        return False, f"{replicas - updated} old replica(s) to terminate"
+    if available < updated:
+        return False, f"{available} of {updated} updated replicas available"
     return True, ""
 
 
