@@ -5,6 +5,8 @@ Invariants:
   by tests and benchmarks) and translates failures at this border: transient ones (409 conflict,
   429 with Retry-After, 5xx, dropped connections) become `TransientClusterError`, which apply
   retries; the rest become `ClusterError`. Both name the cluster. No kubernetes exception escapes.
+  Two conflicts are final answers, not races: AlreadyExists, and a delete whose uid precondition
+  failed (`UidMismatchError`: the name now holds an object fleetplan did not create).
 - Objects cross this border as plain dicts (decoded JSON), never client model classes.
 - Writes are server-side apply with field manager `fleetplan` and force: the apply body holds only
   fields fleetplan sets, so force only ever reclaims fields fleetplan declares.
@@ -44,6 +46,11 @@ class TransientClusterError(ClusterError):
 
 class NotFoundError(ClusterError):
     """The API server says the object (or its type) does not exist."""
+
+
+class UidMismatchError(ClusterError):
+    """A delete preconditioned on a uid found another object under that name: the one fleetplan
+    meant is already gone and someone re-created the name. Retrying cannot change that."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +193,12 @@ class KubeCluster:
         )
         if status == 404:
             return False
+        if status == 409 and _uid_precondition_failed(data):
+            raise UidMismatchError(
+                f"cluster {self.name}: {kind} {name} is not the object fleetplan created (uid {uid}): "
+                "it was deleted and re-created outside fleetplan; left alone",
+                hint="delete it by hand if it should go",
+            )
         self._raise_for(status, data, f"delete {kind} {name}")
         return True
 
@@ -308,8 +321,13 @@ class KubeCluster:
             data = json.loads(raw) if raw else {}
         except ValueError:
             data = {"message": raw[:200].decode(errors="replace")}
+        # A 409 is a lost race worth retrying, except AlreadyExists and a failed uid precondition
+        # (the name now holds another object): both are answers, and retrying cannot change them.
+        final_conflict = isinstance(data, dict) and (
+            data.get("reason") == "AlreadyExists" or _uid_precondition_failed(data)
+        )
         transient = response.status == 429 or response.status >= 500 or response.status == 409
-        if transient and not (response.status == 409 and data.get("reason") == "AlreadyExists"):
+        if transient and not (response.status == 409 and final_conflict):
             retry = response.getheader("Retry-After")
             raise TransientClusterError(
                 f"cluster {self.name}: {method} {path}: {response.status} {data.get('message', '')}",
@@ -327,6 +345,14 @@ class KubeCluster:
             f"cluster {self.name}: {what}: {message}",
             hint="check the cluster's RBAC for this user" if status in (401, 403) else None,
         )
+
+
+def _uid_precondition_failed(data: Mapping[str, Any]) -> bool:
+    # kube-apiserver answers a delete whose preconditions.uid does not match with 409 Conflict; the
+    # message reads "Precondition failed: UID in precondition: X, UID in object meta: Y" in older
+    # releases and "the UID in the precondition (X) does not match the UID in record (Y)" in newer.
+    message = str(data.get("message", "")).lower()
+    return "uid in precondition" in message or "uid in the precondition" in message
 
 
 def ca_pem(cluster: Cluster) -> str | None:

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from fleetplan.addrs import Address
 from fleetplan.errors import ClusterError, PlanError
 from fleetplan.live import readiness as readying
-from fleetplan.live.clusters import Cluster, Obj, ca_pem
+from fleetplan.live.clusters import Cluster, Obj, UidMismatchError, ca_pem
 from fleetplan.stacks.desired import Handler, Readiness
 
 
@@ -114,7 +114,12 @@ class ApplyHandler:
 
     def remove(self, cluster: Cluster, work: Work, progress: readying.Progress) -> None:
         a = work.address
-        if not cluster.delete(work.api_version, a.kind, a.namespace, a.name, uid=work.live_uid):
+        try:
+            deleted = cluster.delete(work.api_version, a.kind, a.namespace, a.name, uid=work.live_uid)
+        except UidMismatchError as err:  # ours is gone; the name holds someone else's object now
+            progress(f"warning: {err.diagnostics[0].summary}")
+            return
+        if not deleted:
             return
         deadline = time.monotonic() + work.timeout
         next_report = time.monotonic() + 5
