@@ -7,6 +7,8 @@ Invariants:
 - With `ca_sha256` set, the CA in the kubeconfig must hash (SHA-256 of its SubjectPublicKeyInfo,
   kubeadm's `--discovery-token-ca-cert-hash` form) to the pin before any request is made; TLS then
   verifies the server against that CA, so the pin holds for every connection.
+- Credential files the client writes (CA, client certificate and key) go to this process's private
+  directory (`keyfiles`), never loose into $TMPDIR, and are swept after a crash.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan.errors import ClusterError
+from fleetplan.live import keyfiles
 
 # An exec credential plugin that never answers would hang the run: the client waits for it without
 # a timeout. Loading a kubeconfig (which runs the plugin) gets this long, then the cluster fails.
 EXEC_TIMEOUT_SECONDS = 30.0
+_LOAD_SLACK_SECONDS = 0.0
 
 
 @dataclass(frozen=True)
@@ -66,8 +70,13 @@ def new_api_client(access: ClusterAccess) -> Any:
             f"cluster {access.name}: kubeconfig {path} does not exist",
             hint="set kubeconfig for this cluster in fleet.yaml or export KUBECONFIG",
         )
+    def load(configuration: Any) -> None:
+        kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=path, context=access.context, client_configuration=configuration,
+            temp_file_path=str(keyfiles.private_dir()))
+
     try:
-        client = _load_client(access, path, kube_config.new_client_from_config)
+        client = _load_client(access, path, load)
     except (ConfigException, OSError, KeyError, ValueError) as err:
         raise ClusterError(
             f"cluster {access.name}: cannot load kubeconfig {path}"
@@ -117,14 +126,19 @@ class _ExecFailures(logging.Filter):
         return True
 
 
-def _load_client(access: ClusterAccess, path: str, load: Callable[..., Any]) -> Any:
-    """`load(config_file=, context=)` in a daemon thread bounded by EXEC_TIMEOUT_SECONDS; an exec
-    plugin failure the client only logs becomes a ClusterError naming the cluster."""
+def _load_client(access: ClusterAccess, path: str, load: Callable[[Any], None]) -> Any:
+    """An ApiClient whose configuration `load` fills, in a daemon thread bounded by the exec
+    timeout (plus slack for the guard); an exec plugin failure the client only logs becomes a
+    ClusterError naming the cluster."""
+    from kubernetes.client import ApiClient, Configuration
+
     outcome: dict[str, Any] = {}
 
     def work() -> None:
         try:
-            outcome["client"] = load(config_file=path, context=access.context)
+            configuration = Configuration()
+            load(configuration)
+            outcome["client"] = ApiClient(configuration=configuration)
         except BaseException as err:  # re-raised in the caller's thread
             outcome["error"] = err
 
@@ -134,14 +148,14 @@ def _load_client(access: ClusterAccess, path: str, load: Callable[..., Any]) -> 
     try:
         worker = threading.Thread(target=work, name=f"kubeconfig-{access.name}", daemon=True)
         worker.start()
-        worker.join(EXEC_TIMEOUT_SECONDS)
+        worker.join(EXEC_TIMEOUT_SECONDS + _LOAD_SLACK_SECONDS)
     finally:
         root.removeFilter(failures)
     if worker.is_alive():
         raise ClusterError(
             f"cluster {access.name}: loading kubeconfig {path} did not finish within "
-            f"{EXEC_TIMEOUT_SECONDS:.0f}s (does its exec credential plugin hang?)",
-            hint="run the plugin command by hand and check that it prints an ExecCredential",
+            f"{EXEC_TIMEOUT_SECONDS + _LOAD_SLACK_SECONDS:.0f}s",
+            hint="check that its files are readable and its exec credential plugin answers",
         )
     if "error" in outcome:
         raise outcome["error"]
