@@ -7,6 +7,15 @@ reason, except under `CI=true`, where they fail: CI must never pass by skipping 
 
 When a test that used the lab fails, the tails of every component's log are attached to its report.
 
+Offline by construction, for the whole session (and so for every subprocess a test spawns, which
+inherits this environment):
+- proxy variables (http_proxy, HTTPS_PROXY, ALL_PROXY, NO_PROXY, ...) are removed;
+- `$FLEETPLAN_MIRROR` defaults to the absolute path of ../shared/upstream, so the stacks read the
+  genuine release files from there instead of downloading them;
+- `kit.netguard` refuses any connection from this process to an address that is not loopback or a
+  unix socket, and a test during which one was attempted fails (even if the code under test
+  swallowed the error).
+
 Helpers for tests:
     lab                   fleetplan.lab.Lab: .clusters (LabCluster), lab["c2"], .kubeconfig (merged)
     lab_client(cluster, token=None, cert=None) -> kubernetes ApiClient: admin unless a bearer token
@@ -24,12 +33,46 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit import netguard
 
 from fleetplan.errors import FleetplanError
 from fleetplan.lab import Lab, LabCluster
 
 LAB_CLUSTERS = 3
 _ACTIVE: dict[str, Lab] = {}
+ROOT = Path(__file__).resolve().parents[1]
+
+# At import, before any test module is collected: collection itself must already be offline.
+netguard.strip_proxies(os.environ)
+if not os.environ.get("FLEETPLAN_MIRROR"):  # fleetplan reads an empty value as unset, and would download
+    os.environ["FLEETPLAN_MIRROR"] = str((ROOT.parent / "shared" / "upstream").resolve())
+netguard.install()
+
+
+def _stays_on_this_machine(phase: str) -> Iterator[None]:
+    """Fails the phase if anything in this process tried to connect off the machine meanwhile,
+    even when the code under test caught the refusal."""
+    before = len(netguard.REFUSED)
+    yield
+    attempts = netguard.REFUSED[before:]
+    if attempts:
+        pytest.fail(f"{len(attempts)} connection(s) off this machine were refused during {phase}: {attempts[0]}",
+                    pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    yield from _stays_on_this_machine("setup")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    yield from _stays_on_this_machine("the test")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield from _stays_on_this_machine("teardown")
 
 
 def _in_ci() -> bool:

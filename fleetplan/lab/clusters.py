@@ -14,11 +14,11 @@ clean up, even after a failed or interrupted `up`.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import socket
 import ssl
 import sys
-import urllib.request
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -118,18 +118,29 @@ def admin_rest(cluster: LabCluster, timeout: float = 30.0) -> LabRest:
     return LabRest(cluster.host, cluster.api_port, cluster.ca, pki / "admin.crt", pki / "admin.key", timeout)
 
 
+def _get(conn: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
+    """One GET over `http.client`, straight to the address given: unlike urllib, it never goes
+    through a proxy from http_proxy/https_proxy, which could not reach a loopback address anyway."""
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
 def _insecure_health(host: str, port: int) -> bool:
     """KCM and the scheduler serve /healthz with a self-signed cert; no credentials are sent."""
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    with urllib.request.urlopen(f"https://{host}:{port}/healthz", context=ctx, timeout=5) as resp:
-        return bool(resp.status == 200)
+    status, _ = _get(http.client.HTTPSConnection(host, port, context=ctx, timeout=5), "/healthz")
+    return status == 200
 
 
 def _etcd_healthy(host: str, port: int) -> bool:
-    with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=5) as resp:
-        return b'"health":"true"' in resp.read()
+    status, body = _get(http.client.HTTPConnection(host, port, timeout=5), "/health")
+    return status == 200 and b'"health":"true"' in body
 
 
 class ClusterStarter:

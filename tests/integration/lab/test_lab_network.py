@@ -132,3 +132,16 @@ def test_a_test_server_receives_admission_calls_for_a_service_backed_webhook(
     assert f"CONNECT {address}:{port} -> {cluster.loopback_for(address)}:{port}" in proxy_log
     assert {c.server_name for c in calls} == {f"guard.{ns}.svc"}
     assert all(c.client[0].startswith("127.") for c in calls)
+
+
+def test_lab_health_probes_ignore_proxy_variables(lab, monkeypatch):
+    """The lab's own readiness probes go straight to loopback: a proxy set in the environment (here
+    one that refuses every connection) must not be used, as urllib's default opener would."""
+    from fleetplan.lab.clusters import _etcd_healthy, _insecure_health
+
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # discard port: nothing listens, connections refused
+    cluster = lab["c1"]
+    assert _etcd_healthy(cluster.host, cluster.ports["etcd-client"])
+    for component in ("kube-controller-manager", "kube-scheduler"):
+        assert _insecure_health(cluster.host, cluster.ports[component])

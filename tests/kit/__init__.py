@@ -1,0 +1,7 @@
+"""The shared test kit: scaffolding every suite uses instead of repeating it.
+
+- `kit.netguard`: refuses connections from the test process to anything but this machine.
+
+`tests/` is on `sys.path` during a pytest run (pytest inserts the directory of the rootless
+`tests/conftest.py`), so suites import it as `from kit import netguard`.
+"""
