@@ -11,8 +11,12 @@ The convention (docs/index.md says it for writers):
   in for `fleetplan lab up` and `fleetplan lab down`, which tests/integration/lab/test_lab_cli.py
   runs for real; every other line runs as written.
 - `<!-- needs: graphviz -->`: the block is skipped when Graphviz's `dot` is not installed.
-- `<!-- covered-by: PATH[::TEST] -->`: the block is run by that file or test (checked to exist);
-  for commands that cannot run inside a test (`make test` is the test suite itself).
+- `<!-- covered-by: PATH::TEST -->`: the block is run by that test instead (commands that cannot run
+  inside a doc test, such as `make demo`); PATH must hold a test function TEST (`Class::test` for a
+  method), found by parsing the file, so a renamed or deleted test breaks the doc, not the cover.
+- `<!-- covered-by: .ci/run -->` is the one cover without a test: `make test` is the suite itself.
+  It may only cover lines that are steps of CI's own run (CI_STEPS below: `make test`, its set-up,
+  or pytest over paths of the suite), each checked against .ci/run and the Makefile.
 - Any other fenced block (`console`, `text`, `yaml`, ...) is output or a file, and must not hold
   a command line (`fleetplan ...` or `$ fleetplan ...`): examples cannot hide from this test.
 - docs/troubleshooting.md's headings quote error messages; each literal part of a message must
@@ -21,6 +25,7 @@ The convention (docs/index.md says it for writers):
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -85,19 +90,102 @@ def needs_lab(doc: Path) -> bool:
     return any(b.mark("needs") == "lab" for b in executed(doc))
 
 
+def collected_tests(path: Path) -> set[str]:
+    """The tests pytest would collect by name in `path`: `test_x` and `TestY::test_x`."""
+    found: set[str] = set()
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            found.add(node.name)
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            found.update(f"{node.name}::{item.name}" for item in node.body
+                         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test"))
+    return found
+
+
+def _text(path: str) -> str:
+    return (ROOT / path).read_text()
+
+
+def _test_recipe() -> str:
+    match = re.search(r"^test:(.*)\n((?:\t.*\n)+)", _text("Makefile"), re.M)
+    assert match, "the Makefile has no test target"
+    return match.group(1) + "\n" + match.group(2)
+
+
+def _pytest_paths_exist(line: str) -> bool:
+    paths = [a for a in line.split("-m pytest", 1)[1].split() if not a.startswith("-")]
+    return bool(paths) and all(p.startswith("tests/") and (ROOT / p).exists() for p in paths)
+
+
+# The lines `.ci/run` may cover, each with the evidence that CI's run really does it.
+CI_STEPS: list[tuple[re.Pattern[str], str, Any]] = [
+    (re.compile(r"make test"), ".ci/run runs `make test` verbatim",
+     lambda line: "make test" in _text(".ci/run").splitlines()),
+    (re.compile(r"make lab-bins"), "the Makefile's test target depends on lab-bins",
+     lambda line: re.search(r"\blab-bins\b", _test_recipe().splitlines()[0]) is not None),
+    (re.compile(r"python3 -m pip install -e \."), "`make test` installs this checkout editable (deps)",
+     lambda line: "deps" in _test_recipe().splitlines()[0] and "pip install -q -e '.[test]'" in _text("Makefile")),
+    (re.compile(r'export FLEETPLAN_LAB_BIN="?\$\(bash lab/build\.sh --print\)"?'),
+     "the test recipe sets FLEETPLAN_LAB_BIN the same way",
+     lambda line: "FLEETPLAN_LAB_BIN=$$(bash lab/build.sh --print)" in _test_recipe()),
+    (re.compile(r"(\w+=\S+\s+)*python3 -m pytest( \S+)+"), "`make test` runs all of tests/, these paths exist",
+     _pytest_paths_exist),
+]
+
+
+def cover_problems(block: Block, covered: str) -> list[str]:
+    """Why `covered-by: covered` does not really run `block` (empty when it does)."""
+    if covered == ".ci/run":
+        problems = []
+        for raw in block.text.splitlines():
+            line = raw.split(" #", 1)[0].strip()
+            if not line or line.startswith("#"):
+                continue
+            step = next(((why, check) for pattern, why, check in CI_STEPS if pattern.fullmatch(line)), None)
+            if step is None:
+                problems.append(f"{line!r} is not a step of CI's run; name the test that runs it (PATH::TEST)")
+            elif not step[1](line):
+                problems.append(f"{line!r}: not true any more that {step[0]}")
+        return problems
+    path, sep, test = covered.partition("::")
+    if not sep or not test:
+        return [f"covered-by {covered!r} names no test: write PATH::TEST"]
+    if not (ROOT / path).is_file():
+        return [f"covered-by names a missing file {path}"]
+    if test not in collected_tests(ROOT / path):
+        return [f"covered-by names {test}, which is not a test function in {path}"]
+    return []
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=lambda d: str(d.relative_to(ROOT)))
 def test_commands_appear_only_in_blocks_that_run(doc: Path) -> None:
     for block in blocks_of(doc):
         if block.info == "sh":
             covered = block.mark("covered-by")
             if covered:
-                path, _, test = covered.partition("::")
-                assert (ROOT / path).is_file(), f"{block.where}: covered-by names a missing file {path}"
-                if test:
-                    assert f"def {test}(" in (ROOT / path).read_text(), f"{block.where}: no test {test} in {path}"
+                problems = cover_problems(block, covered)
+                assert not problems, f"{block.where}: " + "; ".join(problems)
             continue
         stray = [line for line in block.text.splitlines() if COMMAND_LINE.match(line)]
         assert not stray, f"{block.where}: command example outside a ```sh block: {stray[0]!r}"
+
+
+def test_covered_by_refuses_a_file_without_a_test_and_a_missing_test(tmp_path: Path) -> None:
+    doc = tmp_path / "x.md"
+    this = "tests/docs/test_doc_examples.py"
+    marks = [this, f"{this}::no_such_test", f"{this}::test_readme_demo_runs", "nope/missing.py::test_x",
+             ".ci/run", ".ci/run"]
+    bodies = ["fleetplan plan", "fleetplan plan", "make demo", "make demo", "make test  # the suite",
+              "rm -rf /tmp/whatever"]
+    doc.write_text("".join(f"<!-- covered-by: {m} -->\n```sh\n{b}\n```\n\n" for m, b in zip(marks, bodies,
+                                                                                            strict=True)))
+    found = [cover_problems(b, b.mark("covered-by") or "") for b in blocks_of(doc)]
+    assert ["names no test" in p[0] for p in found[:1]] == [True]
+    assert "not a test function" in found[1][0]
+    assert found[2] == [] and "missing file" in found[3][0] and found[4] == []
+    assert "not a step of CI's run" in found[5][0]
+    assert {"test_readme_demo_runs", "test_covered_by_refuses_a_file_without_a_test_and_a_missing_test"} <= \
+        collected_tests(ROOT / this)
 
 
 def _workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
