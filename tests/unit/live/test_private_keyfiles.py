@@ -53,7 +53,6 @@ def _pem_pair(name: str) -> tuple[bytes, bytes]:
 def kubeconfig(tmp_path: Path) -> tuple[Path, bytes]:
     ca, _ = _pem_pair("test-ca")
     cert, key = _pem_pair("admin")
-    b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
     doc = {
         "apiVersion": "v1", "kind": "Config", "current-context": "c1",
         "clusters": [{"name": "c1", "cluster": {"server": "https://127.0.0.1:1",
@@ -64,6 +63,10 @@ def kubeconfig(tmp_path: Path) -> tuple[Path, bytes]:
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump(doc))
     return path, key
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
 
 
 def _env(tmpdir: Path) -> dict[str, str]:
