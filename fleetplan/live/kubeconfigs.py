@@ -9,6 +9,9 @@ Invariants:
   verifies the server against that CA, so the pin holds for every connection.
 - Credential files the client writes (CA, client certificate and key) go to this process's private
   directory (`keyfiles`), never loose into $TMPDIR, and are swept after a crash.
+- Exec plugins run under `exec_guard`: a plugin that hangs is killed with its process group after
+  EXEC_TIMEOUT_SECONDS (also when the client re-runs it to refresh an expired credential), and
+  the cluster fails with a one-line error naming it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import base64
 import hashlib
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,9 +31,11 @@ from fleetplan.errors import ClusterError
 from fleetplan.live import keyfiles
 
 # An exec credential plugin that never answers would hang the run: the client waits for it without
-# a timeout. Loading a kubeconfig (which runs the plugin) gets this long, then the cluster fails.
+# a timeout. The guard kills it (and its process group) after this long, then the cluster fails.
 EXEC_TIMEOUT_SECONDS = 30.0
-_LOAD_SLACK_SECONDS = 0.0
+# Loading a kubeconfig is bounded too, with room for the guard to start and report first.
+_LOAD_SLACK_SECONDS = 15.0
+EXEC_GUARD = str(Path(__file__).with_name("exec_guard.py"))
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,7 @@ def _load_client(access: ClusterAccess, path: str, load: Callable[[Any], None]) 
     ClusterError naming the cluster."""
     from kubernetes.client import ApiClient, Configuration
 
+    _guard_exec_plugins()
     outcome: dict[str, Any] = {}
 
     def work() -> None:
@@ -166,3 +173,28 @@ def _load_client(access: ClusterAccess, path: str, load: Callable[[Any], None]) 
             hint="run the plugin command by hand; it must exit 0 and print an ExecCredential",
         )
     return outcome["client"]
+
+
+_guard_installed = threading.Lock()
+
+
+def _guard_exec_plugins() -> None:
+    """Make the client run every exec plugin under `exec_guard` (once per process).
+
+    The client builds its `ExecProvider` from the module it lives in each time it (re)loads
+    credentials, so replacing that one name covers first loads and expiry refreshes alike."""
+    from kubernetes.config import kube_config
+    from kubernetes.config.exec_provider import ExecProvider
+
+    with _guard_installed:
+        if getattr(getattr(kube_config, "ExecProvider"), "fleetplan_guarded", False):  # noqa: B009
+            return
+
+        class GuardedExecProvider(ExecProvider):
+            fleetplan_guarded = True
+
+            def __init__(self, exec_config: Any, cwd: Any, cluster: Any = None) -> None:
+                super().__init__(exec_config, cwd, cluster)  # type: ignore[no-untyped-call]
+                self.args = [sys.executable, "-I", EXEC_GUARD, f"{EXEC_TIMEOUT_SECONDS:g}", "--", *self.args]
+
+        setattr(kube_config, "ExecProvider", GuardedExecProvider)  # noqa: B010
