@@ -5,9 +5,12 @@ Invariants:
   kept in memory only; a source that did not run is read back if its handler can
   (`outputs_readable`), otherwise the plan was wrong and the step fails naming the source.
 - Transient failures (`TransientClusterError`: 409, 429, 5xx, dropped connections) are retried
-  with exponential backoff, honouring Retry-After, within `retries` attempts; every handler
-  operation is idempotent (server-side apply, delete-if-present, mint-a-token), so a retry after an
-  unknown outcome is safe.
+  within `retries` attempts and the step's deadline (its readiness timeout, counted from the
+  step's start), each delay by `clusters.retry_delay`: Retry-After or backoff, never past the
+  deadline. Handlers raise transient errors only from writes (their readiness waits ride them out),
+  so a retry repeats the write and never restarts a wait; a retried attempt gets only the time
+  left. Every handler operation is idempotent (server-side apply, delete-if-present,
+  mint-a-token), so a retry after an unknown outcome is safe.
 - `refresh-only` plans never write to a cluster.
 - A step on a cluster the caller did not connect (one that left the fleet; the plan recorded how to
   reach it in `plan.clusters`) gets a connection made from that record, once.
@@ -23,7 +26,7 @@ from typing import Any
 from fleetplan.addrs import Address
 from fleetplan.errors import ApplyError
 from fleetplan.live import handlers
-from fleetplan.live.clusters import Cluster, KubeCluster, TransientClusterError
+from fleetplan.live.clusters import Cluster, KubeCluster, TransientClusterError, retry_delay
 from fleetplan.plan import bodies
 from fleetplan.plan.model import Action, Mode, Plan, Step
 from fleetplan.stacks.desired import Ref, Template
@@ -41,6 +44,7 @@ class ClusterExecutor:
         retries: int = 6,
         backoff: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._plan = plan
         self._steps = {s.address: s for s in plan.steps}
@@ -49,6 +53,7 @@ class ClusterExecutor:
         self._retries = retries
         self._backoff = backoff
         self._sleep = sleep
+        self._clock = clock
         self._results: dict[Address, handlers.Result] = {}
         self._extra: dict[str, Cluster] = {}  # connections made here from `plan.clusters`
         self._lock = threading.Lock()
@@ -60,42 +65,52 @@ class ClusterExecutor:
             return handlers.Result()
         cluster = self._cluster(step.address)
         handler = handlers.lookup(step.handler)
-        work = handlers.Work(
-            address=step.address,
-            api_version=step.api_version,
-            body=self._resolve(step) if step.body is not None else None,
-            options=step.options,
-            readiness=step.readiness,
-            timeout=step.readiness.timeout_seconds or self._default_timeout,
-            live_uid=step.live_uid,
-        )
+        timeout = step.readiness.timeout_seconds or self._default_timeout
+        body = self._resolve(step, self._clock() + timeout) if step.body is not None else None
+
+        def attempt(operation: Callable[[handlers.Work], Any]) -> Any:
+            """Run one handler operation within `timeout`; a retried attempt gets only the time left."""
+            deadline = self._clock() + timeout
+
+            def once() -> Any:
+                return operation(
+                    handlers.Work(
+                        address=step.address,
+                        api_version=step.api_version,
+                        body=body,
+                        options=step.options,
+                        readiness=step.readiness,
+                        timeout=max(1.0, deadline - self._clock()),
+                        live_uid=step.live_uid,
+                    )
+                )
+
+            return self._retrying(once, progress, deadline)
+
+        if step.action in (Action.DELETE, Action.REPLACE):
+            attempt(lambda work: handler.remove(cluster, work, progress))
         if step.action == Action.DELETE:
-            self._retrying(lambda: handler.remove(cluster, work, progress), step, progress)
             return handlers.Result()
-        if step.action == Action.REPLACE:
-            self._retrying(lambda: handler.remove(cluster, work, progress), step, progress)
-        result: handlers.Result = self._retrying(
-            lambda: handler.converge(cluster, work, progress), step, progress
-        )
+        result: handlers.Result = attempt(lambda work: handler.converge(cluster, work, progress))
         with self._lock:
             self._results[step.address] = result
         return result
 
     # -- values known only after apply ---------------------------------------------------------
 
-    def _resolve(self, step: Step) -> Any:
+    def _resolve(self, step: Step, deadline: float) -> Any:
         def resolve(leaf: Ref | Template) -> str:
             if isinstance(leaf, Ref):
-                return bodies.transform(self._output(leaf.source, leaf.output, step), leaf.transform)
+                return bodies.transform(self._output(leaf.source, leaf.output, step, deadline), leaf.transform)
             values = {
-                name: bodies.transform(self._output(ref.source, ref.output, step), ref.transform)
+                name: bodies.transform(self._output(ref.source, ref.output, step, deadline), ref.transform)
                 for name, ref in leaf.refs
             }
             return bodies.transform(leaf.render(values), leaf.transform)
 
         return bodies.substitute(step.body, resolve)
 
-    def _output(self, source: Address, name: str, consumer: Step) -> str:
+    def _output(self, source: Address, name: str, consumer: Step, deadline: float) -> str:
         with self._lock:
             result = self._results.get(source)
         if result is None:
@@ -109,9 +124,7 @@ class ClusterExecutor:
                     hint="run `fleetplan plan` again",
                 )
             work = handlers.Work(address=source, api_version=src.api_version, body=None, options=src.options)
-            result = self._retrying(
-                lambda: handler.read(self._cluster(source), work), consumer, lambda _: None
-            )
+            result = self._retrying(lambda: handler.read(self._cluster(source), work), lambda _: None, deadline)
             with self._lock:
                 self._results[source] = result
         for bag in (result.secrets, result.outputs):
@@ -137,19 +150,15 @@ class ClusterExecutor:
             raise ApplyError(f"no connection for cluster {name}", address=str(address))
         return found
 
-    def _retrying(self, operation: Callable[[], Any], step: Step, progress: Progress) -> Any:
+    def _retrying(self, operation: Callable[[], Any], progress: Progress, deadline: float) -> Any:
         attempt = 0
         while True:
             try:
                 return operation()
             except TransientClusterError as err:
                 attempt += 1
-                if attempt >= self._retries:
+                delay = retry_delay(err, attempt, remaining=deadline - self._clock(), backoff=self._backoff)
+                if attempt >= self._retries or delay is None:
                     raise
-                delay = (
-                    err.retry_after
-                    if err.retry_after is not None
-                    else min(10.0, self._backoff * 2 ** (attempt - 1))
-                )
                 progress(f"retrying in {delay:.1f}s after: {err.diagnostics[0].summary}")
                 self._sleep(delay)

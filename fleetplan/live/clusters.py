@@ -30,6 +30,7 @@ from fleetplan.errors import ClusterError
 from fleetplan.live.kubeconfigs import ClusterAccess, new_api_client
 
 MANAGER = "fleetplan"
+MAX_BACKOFF = 10.0  # seconds; the longest wait between retries when the server gives no Retry-After
 _READ_ATTEMPTS = 5
 _RETRIED_READ_STATUSES = (429, 500, 502, 503, 504)
 Obj = dict[str, Any]
@@ -51,6 +52,21 @@ class NotFoundError(ClusterError):
 class UidMismatchError(ClusterError):
     """A delete preconditioned on a uid found another object under that name: the one fleetplan
     meant is already gone and someone re-created the name. Retrying cannot change that."""
+
+
+def retry_delay(
+    err: TransientClusterError, attempt: int, *, remaining: float, backoff: float = 0.5
+) -> float | None:
+    """Seconds to wait before retry number `attempt` (1-based), or None when no time is left.
+
+    The one retry-delay rule for every caller (planning reads here, apply steps in the executor):
+    the server's Retry-After when it sent one, else exponential backoff up to `MAX_BACKOFF`; either
+    way never past the caller's deadline (`remaining` seconds), so a large Retry-After cannot
+    stretch a run beyond its timeout."""
+    if remaining <= 0:
+        return None
+    wanted = err.retry_after if err.retry_after is not None else min(MAX_BACKOFF, backoff * 2 ** (attempt - 1))
+    return max(0.0, min(wanted, remaining))
 
 
 @dataclass(frozen=True)
@@ -268,6 +284,7 @@ class KubeCluster:
         content_type: str | None = None,
     ) -> tuple[int, Obj]:
         attempt = 0
+        deadline = time.monotonic() + self._timeout  # retries of one read take no longer than one may
         while True:
             try:
                 return self._call_once(method, path, query, body=body, content_type=content_type)
@@ -278,8 +295,10 @@ class KubeCluster:
                 attempt += 1
                 if method != "GET" or err.status not in _RETRIED_READ_STATUSES or attempt >= _READ_ATTEMPTS:
                     raise
-                delay = err.retry_after if err.retry_after is not None else 0.5 * 2 ** (attempt - 1)
-                time.sleep(min(10.0, delay))
+                delay = retry_delay(err, attempt, remaining=deadline - time.monotonic())
+                if delay is None:
+                    raise
+                time.sleep(delay)
 
     def _call_once(
         self,

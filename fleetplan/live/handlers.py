@@ -9,6 +9,8 @@ Invariants:
 - Secret outputs (`Result.secrets`) live only in memory for one apply; they are never returned
   through `outputs`, which is stored in the state.
 - `remove` returns only when the object is gone (finalizers done) or raises on timeout.
+- Only writes raise `TransientClusterError` out of a handler (the executor retries those); waits
+  ride out transient read failures until their own deadline, so a retry never restarts a wait.
 - Stacks register extra handlers (e.g. `accept-cluster`) with `register(name, handler)` at import
   time; the registry is keyed by the handler's string value so plan files stay plain data.
 """
@@ -27,7 +29,7 @@ from typing import Any, Protocol
 from fleetplan.addrs import Address
 from fleetplan.errors import ClusterError, PlanError
 from fleetplan.live import readiness as readying
-from fleetplan.live.clusters import Cluster, Obj, UidMismatchError, ca_pem
+from fleetplan.live.clusters import Cluster, Obj, TransientClusterError, UidMismatchError, ca_pem
 from fleetplan.stacks.desired import Handler, Readiness
 
 
@@ -124,7 +126,10 @@ class ApplyHandler:
         deadline = time.monotonic() + work.timeout
         next_report = time.monotonic() + 5
         while True:
-            obj = cluster.get(work.api_version, a.kind, a.namespace, a.name)
+            try:
+                obj = cluster.get(work.api_version, a.kind, a.namespace, a.name)
+            except TransientClusterError:  # the delete was sent; keep waiting to see it done
+                obj = {"metadata": {"uid": work.live_uid}} if work.live_uid else {}
             if obj is None or (work.live_uid and obj.get("metadata", {}).get("uid") != work.live_uid):
                 return
             now = time.monotonic()
@@ -171,7 +176,10 @@ class SecretTokenHandler(ApplyHandler):
         applied = super().converge(cluster, work, progress)
         deadline = time.monotonic() + work.timeout
         while True:
-            result = self.read(cluster, work)
+            try:
+                result = self.read(cluster, work)
+            except TransientClusterError:  # applied already: wait on, do not write again
+                result = Result()
             if "token" in result.secrets:
                 return Result(uid=applied.uid, outputs=result.outputs, secrets=result.secrets, obj=result.obj)
             if time.monotonic() > deadline:
@@ -267,7 +275,7 @@ class WaitHandler:
 
     def converge(self, cluster: Cluster, work: Work, progress: readying.Progress) -> Result:
         target = Address.parse(str(work.options["target"]))
-        readying.wait_ready(
+        obj = readying.wait_ready(
             cluster,
             str(work.options["apiVersion"]),
             target.kind,
@@ -277,7 +285,8 @@ class WaitHandler:
             timeout=work.timeout,
             progress=progress,
         )
-        obj = cluster.get(str(work.options["apiVersion"]), target.kind, target.namespace, target.name)
+        if obj is None:  # readiness NONE: nothing was read while waiting
+            obj = cluster.get(str(work.options["apiVersion"]), target.kind, target.namespace, target.name)
         return Result(obj=obj)
 
     def read(self, cluster: Cluster, work: Work) -> Result:

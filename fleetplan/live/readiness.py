@@ -3,6 +3,9 @@
 Invariants: `check` is one read and never raises for "not ready yet" (it returns why not);
 `wait_ready` polls until ready or the timeout, reporting what it awaits through `progress` about
 every `report_every` seconds, and raises `ClusterError` naming the object and the last reason.
+A transient read failure (throttling, 5xx, a dropped connection) during the wait is one more "not
+ready yet": the wait rides it out until its own deadline instead of raising, so a caller's retry
+never restarts a wait that was nearly done.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fleetplan.errors import ClusterError
-from fleetplan.live.clusters import Cluster
+from fleetplan.live.clusters import Cluster, Obj, TransientClusterError
 from fleetplan.stacks.desired import Readiness, ReadinessKind
 
 Progress = Callable[[str], None]
@@ -51,17 +54,22 @@ def wait_ready(
     progress: Progress,
     poll: float = 1.0,
     report_every: float = 10.0,
-) -> None:
+) -> Obj | None:
+    """Wait until the object is ready; returns it as last read (None for `ReadinessKind.NONE`)."""
     if readiness.kind == ReadinessKind.NONE:
-        return
+        return None
     what = readiness.description or f"{kind} {name} {readiness.kind.value} on {cluster.name}"
     deadline = time.monotonic() + timeout
     next_report = time.monotonic()
     reason = ""
     while True:
-        ready, reason = check(cluster, cluster.get(api_version, kind, namespace, name), readiness)
+        try:
+            obj = cluster.get(api_version, kind, namespace, name)
+            ready, reason = check(cluster, obj, readiness)
+        except TransientClusterError as err:
+            ready, reason = False, f"the API server to answer ({err.diagnostics[0].summary})"
         if ready:
-            return
+            return obj
         now = time.monotonic()
         if now >= deadline:
             raise ClusterError(
