@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetplan.diff import comparing
-from fleetplan.plan import bodies, planning
+from fleetplan.plan import bodies, deciding
 from fleetplan.state.model import ResourceRecord
 
 _keys = st.sampled_from(["metadata", "data", "spec", "status", "kind", "rules", "a", "b"])
@@ -57,7 +57,7 @@ def _record(body: dict[str, Any] = BODY, uid: str | None = "u1") -> ResourceReco
 
 
 def _skips(body: dict[str, Any], live: dict[str, Any], record: ResourceRecord | None, unknown: Any = ()) -> bool:
-    return planning._unchanged_since_apply(body, bodies.body_hash(body), live, record, dict(unknown))
+    return deciding._unchanged_since_apply(body, bodies.body_hash(body), live, record, dict(unknown))
 
 
 def test_converged_object_skips_the_dry_run() -> None:
