@@ -80,9 +80,11 @@ def with_only(args: tuple[str, ...] | list[str]) -> list[str]:
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    for name in ("FLEETPLAN_DEBUG", "FLEETPLAN_TEST_KILL_AT", "KUBECONFIG"):
+    for name in ("FLEETPLAN_DEBUG", "FLEETPLAN_TEST_KILL_AT", "FLEETPLAN_TEST_HOOKS", "KUBECONFIG"):
         env.pop(name, None)
     env.update(extra or {})
+    if "FLEETPLAN_TEST_KILL_AT" in env:  # the kill switch acts only with test hooks switched on
+        env["FLEETPLAN_TEST_HOOKS"] = "1"
     return env
 
 
