@@ -1,9 +1,9 @@
 """One reconcile of one Fleet resource: the CLI's plan and apply, driven by the resource's spec.
 
-For a live resource: make sure the teardown finalizer is set, write the kubeconfigs its
-`kubeconfigSecret`s name to a private temporary directory (removed when the reconcile ends),
-validate the spec with the fleet.yaml models, then, holding the fleet's state lock, read the state,
-plan, and walk the plan exactly as `fleetplan apply` does, and write status. For a resource being
+For a live resource: make sure the teardown finalizer is set, read the kubeconfigs its
+`kubeconfigSecret`s name, validate the spec with the fleet.yaml models, then, holding the fleet's
+state lock, read the state, plan, and walk the plan exactly as `fleetplan apply` does, and write
+status. For a resource being
 deleted: plan a destroy (refused while `lifecycle.preventDestroy` protects something, which is
 reported in status and retried), walk it, delete the state, and remove the finalizer.
 
@@ -11,17 +11,24 @@ Invariants:
 - State lives on the management cluster beside the resource: Secret and Lease
   `fleetplan-state-<name>` (or `spec.state.secretName`) in the resource's namespace, locked for
   every apply, so a second replica (or a CLI run) never applies the same fleet at the same time.
-- Kubeconfig contents exist only in memory and in files of mode 0600 inside a 0700 directory; they
-  are never logged or written to status.
+- Clients are built from the kubeconfigs in memory; the state records each cluster's Secret
+  reference (namespace, name, key), never a path. A member removed from the spec but holding
+  recorded objects is reached through its Secret, which still exists; if it does not, the
+  reconcile fails with a condition naming that Secret. (Validation and the stacks read the leader's
+  and members' kubeconfigs as files: those copies live, 0600, in a directory inside the process's
+  private 0700 directory, removed when the reconcile ends and swept after a crash.)
+- Kubeconfig contents are never logged or written to status.
 - A reconcile returns how soon it wants to run again (None: only at the next resync or change).
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +40,15 @@ from fleetplan.config.crd import GROUP, VERSION
 from fleetplan.config.models import Fleet
 from fleetplan.config.resources import fleet_from_resource, resource_label, secret_refs
 from fleetplan.controller import statuses
-from fleetplan.errors import ConfigError, FleetplanError, LockedError, PlanError
+from fleetplan.errors import ClusterError, ConfigError, Diagnostic, FleetplanError, LockedError, PlanError
+from fleetplan.live import keyfiles
+from fleetplan.live.kubeconfigs import ClusterAccess, SecretRef, access_from_kubeconfig
 from fleetplan.live.objects import ObjectClient
 from fleetplan.plan import fleets, planning
 from fleetplan.plan.model import Mode, Plan, Step
 from fleetplan.plan.stores import kubernetes_store
 from fleetplan.state.kubernetes_store import KubernetesStateStore
+from fleetplan.state.model import State
 
 FLEET_API = f"{GROUP}/{VERSION}"
 FINALIZER = "fleetplan.dev/teardown"
@@ -100,12 +110,10 @@ class Reconciler:
         label, generation = resource_label(obj), int(meta.get("generation") or 0)
         clusters = _cluster_names(obj)
         try:
-            with tempfile.TemporaryDirectory(prefix="fleetplan-kubeconfigs-") as tmp:
-                fleet = fleet_from_resource(obj, base_dir=self.settings.base_dir,
-                                            kubeconfigs=self._kubeconfigs(obj, Path(tmp)))
+            with self._fleet(obj) as (fleet, accesses):
                 clusters = list(fleet.cluster_names())
                 store = self._store(obj, fleet)
-                plan, summary = self._run(obj, fleet, store, Mode.NORMAL)
+                plan, summary = self._run(obj, fleet, accesses, store, Mode.NORMAL)
         except LockedError as err:
             self.log("locked", fleet=label, message=err.diagnostics[0].summary)
             return self.settings.retry_after
@@ -121,15 +129,15 @@ class Reconciler:
                  summary=statuses.plan_summary(plan, summary)["summary"])
         return self.settings.retry_after if summary.failures else None
 
-    def _run(self, obj: dict[str, Any], fleet: Fleet, store: KubernetesStateStore,
-             mode: Mode) -> tuple[Plan, Any]:
+    def _run(self, obj: dict[str, Any], fleet: Fleet, accesses: dict[str, ClusterAccess],
+             store: KubernetesStateStore, mode: Mode) -> tuple[Plan, Any]:
         desired = fleets.desired_for(fleet, self.settings.only)
         label = resource_label(obj)
         with store.locked("controller " + ("destroy" if mode == Mode.DESTROY else "apply")):
             for warning in store.warnings:
                 self.log("lock_taken_over", fleet=label, message=warning.summary)
             state = store.read()
-            accesses = fleets.accesses_for(fleet)
+            accesses = {**accesses, **self._retired(obj, state, accesses)}
             clusters = fleets.connect(accesses)
             options = planning.Options(mode=mode, wait_timeout=fleet.spec.wait.timeout_seconds)
             plan = planning.plan_fleet(desired, clusters, state, options, accesses)
@@ -156,11 +164,9 @@ class Reconciler:
         label, generation = resource_label(obj), int(meta.get("generation") or 0)
         clusters = _cluster_names(obj)
         try:
-            with tempfile.TemporaryDirectory(prefix="fleetplan-kubeconfigs-") as tmp:
-                fleet = fleet_from_resource(obj, base_dir=self.settings.base_dir,
-                                            kubeconfigs=self._kubeconfigs(obj, Path(tmp)))
+            with self._fleet(obj) as (fleet, accesses):
                 store = self._store(obj, fleet)
-                plan, summary = self._run(obj, fleet, store, Mode.DESTROY)
+                plan, summary = self._run(obj, fleet, accesses, store, Mode.DESTROY)
         except LockedError as err:
             self.log("locked", fleet=label, message=err.diagnostics[0].summary)
             return self.settings.retry_after
@@ -183,26 +189,68 @@ class Reconciler:
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _kubeconfigs(self, obj: Mapping[str, Any], directory: Path) -> dict[str, Path]:
+    @contextlib.contextmanager
+    def _fleet(self, obj: Mapping[str, Any]) -> Iterator[tuple[Fleet, dict[str, ClusterAccess]]]:
+        """The validated fleet and how to reach each of its clusters (Secret kubeconfigs in memory)."""
         namespace = obj["metadata"]["namespace"]
-        os.chmod(directory, 0o700)
-        paths: dict[str, Path] = {}
-        for cluster, (secret_name, key) in secret_refs(obj).items():
-            secret = self.api.get("v1", "Secret", namespace, secret_name)
-            data = (secret or {}).get("data") or {}
-            if key not in data:
-                what = f"has no key {key!r}" if secret else "does not exist"
-                raise ConfigError(f"cluster {cluster}: kubeconfig Secret {namespace}/{secret_name} {what}",
-                                  hint="create it with kubectl create secret generic NAME "
-                                  f"--from-file={key}=PATH in the Fleet's namespace")
-            import base64
+        raw = {cluster: self._secret_kubeconfig(SecretRef(namespace, name, key), cluster)
+               for cluster, (name, key) in secret_refs(obj).items()}
+        # file copies only for validation and the stacks, which read kubeconfigs from paths
+        with tempfile.TemporaryDirectory(prefix="reconcile-", dir=keyfiles.private_dir()) as tmp:
+            paths = {cluster: _write_private(Path(tmp) / f"{cluster}.kubeconfig", text)
+                     for cluster, (_, text) in raw.items()}
+            fleet = fleet_from_resource(obj, base_dir=self.settings.base_dir, kubeconfigs=paths)
+            accesses = fleets.accesses_for(fleet)
+            for cluster, (ref, text) in raw.items():
+                if cluster in accesses:
+                    bare = replace(accesses[cluster], kubeconfig=None, kubeconfig_secret=ref)
+                    accesses[cluster] = access_from_kubeconfig(bare, text)
+            yield fleet, accesses
 
-            path = directory / f"{cluster}.kubeconfig"
-            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(base64.b64decode(data[key]))
-            paths[cluster] = path
-        return paths
+    def _secret_kubeconfig(self, ref: SecretRef, cluster: str,
+                           error: type[FleetplanError] = ConfigError) -> tuple[SecretRef, bytes]:
+        secret = self.api.get("v1", "Secret", ref.namespace, ref.name)
+        data = (secret or {}).get("data") or {}
+        if ref.key not in data:
+            what = f"has no key {ref.key!r}" if secret else "does not exist"
+            raise error(f"cluster {cluster}: kubeconfig Secret {ref.namespace}/{ref.name} {what}",
+                        hint="create it with kubectl create secret generic NAME "
+                        f"--from-file={ref.key}=PATH in the Fleet's namespace")
+        return ref, base64.b64decode(data[ref.key])
+
+    def _retired(self, obj: Mapping[str, Any], state: State | None,
+                 current: Mapping[str, ClusterAccess]) -> dict[str, ClusterAccess]:
+        """Clusters that left the spec but still hold recorded objects, reached through the
+        kubeconfig Secret the state recorded for them (it outlives the spec entry)."""
+        if state is None:
+            return {}
+        held = {a.cluster for a in state.resources} | {e.address.cluster for e in state.journal}
+        found: dict[str, ClusterAccess] = {}
+        problems: list[Diagnostic] = []
+        for name in sorted(held - set(current)):
+            if name not in state.clusters:
+                continue
+            access = ClusterAccess.from_dict(state.clusters[name])
+            ref = access.kubeconfig_secret
+            if ref is None:
+                continue  # a path recorded by the CLI: planning reaches it (or says why not)
+            if ref.namespace != obj["metadata"]["namespace"]:
+                problems.append(Diagnostic(f"cluster {name}: the state names kubeconfig {ref.describe()} "
+                                           "outside the Fleet's namespace; not reading it", address=name))
+                continue
+            try:
+                _, text = self._secret_kubeconfig(ref, name, ClusterError)
+                found[name] = access_from_kubeconfig(access, text)
+            except ClusterError as err:
+                problems.append(Diagnostic(
+                    f"cluster {name} left the fleet but the state still holds objects fleetplan created "
+                    f"there, and it cannot be reached to delete them: {err.diagnostics[0].summary}",
+                    address=name,
+                    hint=f"recreate {ref.describe()} so the objects are deleted, or forget them with "
+                    "`fleetplan state rm` and clean the cluster up by hand"))
+        if problems:
+            raise ClusterError(problems)
+        return found
 
     def _store(self, obj: Mapping[str, Any], fleet: Fleet) -> KubernetesStateStore:
         name = fleet.spec.state.secret_name or f"fleetplan-state-{fleet.name}"
@@ -224,6 +272,13 @@ class Reconciler:
                              subresource="status")
         if isinstance(obj, dict):  # later writes in this reconcile merge with what was just written
             obj.setdefault("status", {}).update(status)
+
+
+def _write_private(path: Path, data: bytes) -> Path:
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return path
 
 
 def _cluster_names(obj: Mapping[str, Any]) -> list[str]:

@@ -1,9 +1,14 @@
 """Which cluster to reach and how: `ClusterAccess` values and turning them into API clients.
 
 Invariants:
-- A `ClusterAccess` holds paths and names only, never credentials, so it can be written into plan
-  files. Credentials are loaded by the kubernetes client's own loader at connect time, which runs
-  exec plugins and token files as kubectl would.
+- A `ClusterAccess` serialises (`as_dict`, into plan files and the state) to paths and names only,
+  never credentials. Credentials are loaded by the kubernetes client's own loader at connect time,
+  which runs exec plugins and token files as kubectl would.
+- In controller mode a kubeconfig comes from a Secret: the access carries the Secret's reference
+  (`kubeconfig_secret`, serialised) and the parsed kubeconfig (`kubeconfig_data`, in memory only:
+  excluded from `as_dict`, equality and repr). An access read back from the state has the
+  reference but no data; whoever can read the Secret (the controller) fills it in with
+  `access_from_kubeconfig`, and connecting without it is a ClusterError naming the Secret.
 - With `ca_sha256` set, the CA in the kubeconfig must hash (SHA-256 of its SubjectPublicKeyInfo,
   kubeadm's `--discovery-token-ca-cert-hash` form) to the pin before any request is made; TLS then
   verifies the server against that CA, so the pin holds for every connection.
@@ -17,13 +22,14 @@ Invariants:
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import logging
 import os
 import sys
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +45,25 @@ EXEC_GUARD = str(Path(__file__).with_name("exec_guard.py"))
 
 
 @dataclass(frozen=True)
+class SecretRef:
+    """Where a kubeconfig is kept on the management cluster: a key of a Secret."""
+
+    namespace: str
+    name: str
+    key: str = "kubeconfig"
+
+    def describe(self) -> str:
+        return f"Secret {self.namespace}/{self.name} (key {self.key})"
+
+
+@dataclass(frozen=True)
 class ClusterAccess:
     name: str  # the cluster ID used in addresses
     kubeconfig: str | None = None  # default: $KUBECONFIG, then ~/.kube/config
     context: str | None = None  # default: the kubeconfig's current-context
     ca_sha256: str | None = None  # "sha256:<hex>"
+    kubeconfig_secret: SecretRef | None = None  # controller mode: the kubeconfig's Secret
+    kubeconfig_data: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def kubeconfig_path(self) -> str:
         if self.kubeconfig:
@@ -52,17 +72,46 @@ class ClusterAccess:
         first = env.split(os.pathsep)[0] if env else ""
         return first or os.path.expanduser("~/.kube/config")
 
+    def source(self) -> str:
+        """Where the kubeconfig comes from, for messages."""
+        if self.kubeconfig_secret is not None:
+            return f"kubeconfig {self.kubeconfig_secret.describe()}"
+        return f"kubeconfig {self.kubeconfig_path()}"
+
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "kubeconfig": self.kubeconfig,
             "context": self.context,
             "caSha256": self.ca_sha256,
         }
+        if self.kubeconfig_secret is not None:
+            ref = self.kubeconfig_secret
+            out["kubeconfigSecret"] = {"namespace": ref.namespace, "name": ref.name, "key": ref.key}
+        return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ClusterAccess:
-        return cls(data["name"], data.get("kubeconfig"), data.get("context"), data.get("caSha256"))
+    def from_dict(cls, data: Mapping[str, Any]) -> ClusterAccess:
+        ref = data.get("kubeconfigSecret")
+        secret = SecretRef(str(ref["namespace"]), str(ref["name"]), str(ref.get("key") or "kubeconfig")) \
+            if isinstance(ref, Mapping) else None
+        return cls(data["name"], data.get("kubeconfig"), data.get("context"), data.get("caSha256"), secret)
+
+
+def access_from_kubeconfig(access: ClusterAccess, raw: bytes) -> ClusterAccess:
+    """`access` with the kubeconfig text `raw` (read from its Secret) parsed into memory."""
+    import yaml
+
+    where = access.source()
+    try:
+        data = yaml.safe_load(raw.decode())
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ClusterError(f"cluster {access.name}: {where} is not a kubeconfig (not YAML: "
+                           f"{type(err).__name__})", hint="store a kubeconfig file in that key") from None
+    if not isinstance(data, dict) or not isinstance(data.get("clusters"), list):
+        raise ClusterError(f"cluster {access.name}: {where} is not a kubeconfig (no clusters list)",
+                           hint="store a kubeconfig file in that key")
+    return replace(access, kubeconfig=None, kubeconfig_data=data)
 
 
 def new_api_client(access: ClusterAccess) -> Any:
@@ -70,22 +119,39 @@ def new_api_client(access: ClusterAccess) -> Any:
     from kubernetes import config as kube_config
     from kubernetes.config.config_exception import ConfigException
 
-    path = access.kubeconfig_path()
-    if not Path(path).is_file():
+    data = access.kubeconfig_data
+    if data is not None:
+        where = access.source()
+
+        def load(configuration: Any) -> None:
+            kube_config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+                config_dict=copy.deepcopy(dict(data)), context=access.context, client_configuration=configuration,
+                persist_config=False, temp_file_path=str(keyfiles.private_dir()))
+    elif access.kubeconfig_secret is not None:
         raise ClusterError(
-            f"cluster {access.name}: kubeconfig {path} does not exist",
-            hint="set kubeconfig for this cluster in fleet.yaml or export KUBECONFIG",
+            f"cluster {access.name}: its {access.source()} is on the management cluster; only the "
+            "controller that manages this fleet reads it",
+            hint="let the controller reconcile the fleet, or give the cluster a kubeconfig file",
         )
-    def load(configuration: Any) -> None:
-        kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=path, context=access.context, client_configuration=configuration,
-            temp_file_path=str(keyfiles.private_dir()))
+    else:
+        path = access.kubeconfig_path()
+        where = f"kubeconfig {path}"
+        if not Path(path).is_file():
+            raise ClusterError(
+                f"cluster {access.name}: kubeconfig {path} does not exist",
+                hint="set kubeconfig for this cluster in fleet.yaml or export KUBECONFIG",
+            )
+
+        def load(configuration: Any) -> None:
+            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=path, context=access.context, client_configuration=configuration,
+                temp_file_path=str(keyfiles.private_dir()))
 
     try:
-        client = _load_client(access, path, load)
-    except (ConfigException, OSError, KeyError, ValueError) as err:
+        client = _load_client(access, where, load)
+    except (ConfigException, OSError, KeyError, ValueError, TypeError, AttributeError) as err:
         raise ClusterError(
-            f"cluster {access.name}: cannot load kubeconfig {path}"
+            f"cluster {access.name}: cannot load {where}"
             f"{' context ' + access.context if access.context else ''}: {err}"
         ) from err
     if access.ca_sha256:
@@ -132,7 +198,7 @@ class _ExecFailures(logging.Filter):
         return True
 
 
-def _load_client(access: ClusterAccess, path: str, load: Callable[[Any], None]) -> Any:
+def _load_client(access: ClusterAccess, where: str, load: Callable[[Any], None]) -> Any:
     """An ApiClient whose configuration `load` fills, in a daemon thread bounded by the exec
     timeout (plus slack for the guard); an exec plugin failure the client only logs becomes a
     ClusterError naming the cluster."""
@@ -160,7 +226,7 @@ def _load_client(access: ClusterAccess, path: str, load: Callable[[Any], None]) 
         root.removeFilter(failures)
     if worker.is_alive():
         raise ClusterError(
-            f"cluster {access.name}: loading kubeconfig {path} did not finish within "
+            f"cluster {access.name}: loading {where} did not finish within "
             f"{EXEC_TIMEOUT_SECONDS + _LOAD_SLACK_SECONDS:.0f}s",
             hint="check that its files are readable and its exec credential plugin answers",
         )
@@ -169,7 +235,7 @@ def _load_client(access: ClusterAccess, path: str, load: Callable[[Any], None]) 
     failure = failures.by_thread.get(worker.ident)
     if failure is not None:
         raise ClusterError(
-            f"cluster {access.name}: the credential plugin of kubeconfig {path} failed: {failure}",
+            f"cluster {access.name}: the credential plugin of {where} failed: {failure}",
             hint="run the plugin command by hand; it must exit 0 and print an ExecCredential",
         )
     return outcome["client"]

@@ -5,9 +5,10 @@ Invariants:
 - No secret value is ever held here: sensitive outputs are kept only as `sha256:` hashes.
 - `lineage` is fixed when a state is first created; `serial` grows by one on every write (the store
   enforces it). Together they let a saved plan detect that the state moved underneath it.
-- `clusters` records how each cluster that holds recorded objects was reached (kubeconfig path,
-  context, CA pin: names and paths only, never credentials), so objects on a cluster that has left
-  the fleet can still be found and deleted. It is an optional key: older states read as empty.
+- `clusters` records how each cluster that holds recorded objects was reached (kubeconfig path, or
+  in controller mode the kubeconfig Secret's namespace/name/key; context; CA pin: names and paths
+  only, never credentials), so objects on a cluster that has left the fleet can still be found
+  and deleted. It is an optional key: older states read as empty.
 - The JSON form carries `format_version`; reading a newer version is refused, older ones are
   upgraded step by step by `_UPGRADES` (format 1 is the first, so the chain is empty today).
 """

@@ -100,7 +100,8 @@ class Controller:
     """A `fleetplan controller` subprocess with its log file."""
 
     def __init__(self, workdir: Path, management: Any, namespace: str, *, lease: str = "ctl",
-                 lease_duration: str = "6s", resync: str = "5s", tag: str = "", watch: str | None = None) -> None:
+                 lease_duration: str = "6s", resync: str = "5s", tag: str = "", watch: str | None = None,
+                 extra_env: dict[str, str] | None = None) -> None:
         self.tag = tag or uuid.uuid4().hex[:4]
         self.log_path = workdir / f"controller-{self.tag}.log"
         args = [sys.executable, "-m", "fleetplan", "controller", "--kubeconfig", str(management.kubeconfig),
@@ -108,7 +109,8 @@ class Controller:
                 "--resync", resync, "--lease-name", lease, "--lease-duration", lease_duration,
                 "--manifests-dir", str(workdir), "--only", "resources"]
         self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=env(), cwd=workdir)
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env={**env(), **(extra_env or {})}, cwd=workdir)
 
     def events(self) -> list[dict[str, Any]]:
         out = []
