@@ -12,6 +12,8 @@ Invariants:
   left. Every handler operation is idempotent (server-side apply, delete-if-present,
   mint-a-token), so a retry after an unknown outcome is safe.
 - `refresh-only` plans never write to a cluster.
+- An `UNKNOWN` step (its cluster could not be read when planning) fails at once with the reason
+  and touches nothing; the walker skips its dependents.
 - A step on a cluster the caller did not connect (one that left the fleet; the plan recorded how to
   reach it in `plan.clusters`) gets a connection made from that record, once.
 """
@@ -24,10 +26,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fleetplan.addrs import Address
-from fleetplan.errors import ApplyError
+from fleetplan.errors import ApplyError, ClusterError
 from fleetplan.live import handlers
 from fleetplan.live.clusters import Cluster, KubeCluster, TransientClusterError, retry_delay
-from fleetplan.plan import bodies
+from fleetplan.plan import bodies, unknowns
 from fleetplan.plan.model import Action, Mode, Plan, Step
 from fleetplan.stacks.desired import Ref, Template
 
@@ -59,6 +61,11 @@ class ClusterExecutor:
         self._lock = threading.Lock()
 
     def execute(self, step: Step, progress: Progress) -> handlers.Result:
+        if step.action == Action.UNKNOWN:  # its cluster could not be read when planning
+            raise ClusterError(
+                str(step.options.get(unknowns.REASON_OPTION) or step.reason),
+                hint="nothing was changed on that cluster; make it reachable and apply again",
+            )
         if step.action == Action.NOOP or self._plan.mode == Mode.REFRESH_ONLY:
             return handlers.Result(uid=step.live_uid)
         if step.action == Action.DELETE and step.options.get("forget"):

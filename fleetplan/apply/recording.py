@@ -40,7 +40,8 @@ class StateRecorder(Hook):
         self._mode = plan.mode
         if self._mode != Mode.REFRESH_ONLY:
             self._accesses = {**self.state.clusters, **{n: a.as_dict() for n, a in plan.clusters.items()}}
-        planned = {s.address for s in plan.steps}
+        # An unknown step (its cluster was not read) accounts for nothing: its journal entry stays.
+        planned = {s.address for s in plan.steps if s.action != Action.UNKNOWN}
         stale = [e for e in self.state.journal if e.address in planned]
         if stale:  # the plan already accounts for what earlier runs left unfinished
             self.state = replace(

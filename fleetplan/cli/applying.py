@@ -104,7 +104,9 @@ def run_apply(
                 raise PlanError(f"plan file {plan_path} is for fleet {plan.fleet}, not {session.fleet.name}")
             clusters = fleets.connect(plan.clusters)
             snapshot, problems = reading.read_snapshot(clusters, plan.fleet, dict(plan.read_set))
-            if problems:
+            # A cluster the plan already found unreachable may still be: its steps fail alone.
+            dark = {s.address.cluster for s in plan.steps if s.action == Action.UNKNOWN}
+            if [c for c in snapshot.unreachable if c not in dark] or (problems and not snapshot.unreachable):
                 raise ApplyError(problems)
             planfile.check_fresh(plan, state, snapshot.fingerprint(dict(plan.read_set)))
             fresh = {r.address: reading.owned_body(r.body, plan.fleet) for r in session.desired.resources}

@@ -2,7 +2,9 @@
 
 `plan` reads the fleet, the state (without locking: it changes nothing) and the clusters, and
 prints the plan (human or `--json`); `-out FILE` saves it for `apply FILE`. With
-`--detailed-exitcode` the exit status is 0 for no changes, 2 for changes, 1 for errors.
+`--detailed-exitcode` the exit status is 0 for no changes, 2 for changes, 1 for errors. A cluster
+that cannot be read does not hide the others' plan: its steps are shown as unknown, and the
+command exits 1 naming it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import click
 from fleetplan.cli import echo
 from fleetplan.config.loading import load_fleet
 from fleetplan.config.models import Fleet
-from fleetplan.errors import ExitCode
+from fleetplan.errors import ClusterError, ExitCode
 from fleetplan.graph.building import build_graph
 from fleetplan.plan import fleets, planfile, planning, rendering
 from fleetplan.plan.model import Mode, Plan
@@ -128,6 +130,8 @@ def plan(
         planfile.save(result, out)
         if not as_json:
             echo(f"\nSaved the plan to {out}. Apply exactly this plan with: fleetplan apply {out}")
+    if result.errors:  # an unreachable cluster: the plan is shown, but it is incomplete
+        raise ClusterError(result.errors)
     if detailed_exitcode and result.has_changes:
         sys.exit(int(ExitCode.CHANGES))
 

@@ -34,11 +34,13 @@ OPERATION_GROUP = "fleetplan.dev"
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What was read: owned objects, same-name objects fleetplan does not own, and request counts."""
+    """What was read: owned objects, same-name objects fleetplan does not own, request counts, and
+    the clusters that could not be read (nothing of theirs is in `owned` or `unowned`)."""
 
     owned: Mapping[Address, Obj] = field(default_factory=dict)
     unowned: Mapping[Address, Obj] = field(default_factory=dict)
     requests: Mapping[str, int] = field(default_factory=dict)  # cluster -> requests made by this read
+    unreachable: Mapping[str, Diagnostic] = field(default_factory=dict)  # cluster -> why not read
 
     def fingerprint(self, addresses: Iterable[Address]) -> str:
         """A digest of the identity and version of every address read (absent ones included)."""
@@ -74,11 +76,13 @@ def read_snapshot(
     """Read every wanted address (address -> apiVersion); unreachable clusters become diagnostics."""
     per_cluster: dict[str, dict[Address, str]] = defaultdict(dict)
     problems: list[Diagnostic] = []
+    unreachable: dict[str, Diagnostic] = {}
     for address, api_version in wanted.items():
         if address.group == OPERATION_GROUP or not api_version:
             continue
         if address.cluster not in clusters:
             problems.append(Diagnostic(f"no connection for cluster {address.cluster}", address=str(address)))
+            unreachable.setdefault(address.cluster, problems[-1])
             continue
         per_cluster[address.cluster][address] = api_version
 
@@ -99,11 +103,12 @@ def read_snapshot(
                     _, got_owned, got_unowned, count = future.result()
                 except ClusterError as err:
                     problems.extend(err.diagnostics)
+                    unreachable[name] = err.diagnostics[0]
                     continue
                 owned.update(got_owned)
                 unowned.update(got_unowned)
                 requests[name] = count
-    return Snapshot(owned, unowned, requests), tuple(problems)
+    return Snapshot(owned, unowned, requests, unreachable), tuple(problems)
 
 
 def _read_cluster(

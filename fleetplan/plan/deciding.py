@@ -12,6 +12,7 @@ Rules (DESIGN section 4):
   consumer that must be written while its source is unchanged forces the source to run again if
   the source's outputs cannot be read back (a minted token is never stored).
 - `--target` keeps the targets and their dependencies.
+- A cluster that could not be read gets no decisions: its steps are unknown (`unknowns`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from fleetplan.errors import ClusterError, Diagnostic
 from fleetplan.graph.building import ResourceGraph
 from fleetplan.live import handlers, reading
 from fleetplan.live.clusters import Obj
-from fleetplan.plan import bodies
+from fleetplan.plan import bodies, unknowns
 from fleetplan.plan.deleting import deletions
 from fleetplan.plan.model import Action, Mode, Plan, Step
 from fleetplan.stacks.desired import DesiredFleet, DesiredResource
@@ -66,6 +67,14 @@ def decide(
     if options.mode != Mode.DESTROY:
         for address in graph.creation_order():
             resource = by_address[address]
+            if address.cluster in snapshot.unreachable:  # nothing known there: decide nothing
+                steps[address] = unknowns.unknown(
+                    address,
+                    resource.handler.value,
+                    str(resource.body.get("apiVersion", "")),
+                    tuple(graph.dependencies(address)),
+                )
+                continue
             step = _decide_one(resource, graph, state, snapshot, dry_run, fleet, now, warnings, options)
             steps[address] = step
         if options.mode == Mode.NORMAL:
@@ -74,6 +83,9 @@ def decide(
     removals = deletions(state, snapshot, by_address, graph, keep, options.mode, options.targets,
                          options.force, warnings)
     ordered = [steps[a] for a in graph.creation_order() if a in steps] + removals
+    roots, errors = unknowns.roots(ordered, snapshot.unreachable)
+    ordered = roots + ordered
+    warnings = [*errors, *warnings]
     return Plan(
         fleet=fleet,
         mode=options.mode,

@@ -6,6 +6,8 @@ Rules (DESIGN section 4):
 - Destroy refuses `prevent_destroy` resources unless forced; with `force`, every delete step
   carries `options.force` so handlers that guard a removal (the OCM ManifestWork guard) let it
   through.
+- On a cluster that could not be read nothing is deleted or dropped from the state: its
+  candidates are unknown steps (`unknowns`).
 - Delete steps come in reverse dependency order: a step's `depends_on` names its dependents, which
   must be gone first.
 """
@@ -18,6 +20,7 @@ from fleetplan.addrs import Address
 from fleetplan.errors import Diagnostic, PlanError
 from fleetplan.graph.building import ResourceGraph
 from fleetplan.live import handlers, reading
+from fleetplan.plan import unknowns
 from fleetplan.plan.model import Action, Mode, Step
 from fleetplan.stacks.desired import DesiredResource, Readiness
 from fleetplan.state.model import State
@@ -75,6 +78,11 @@ def deletions(
                 dependents[dependency].add(address)
     steps: dict[Address, Step] = {}
     for address, (api_version, handler, _deps) in candidates.items():
+        if address.cluster in snapshot.unreachable:  # unread: neither deleted nor forgotten
+            steps[address] = unknowns.unknown(
+                address, handler, api_version, tuple(dependents[address])
+            )
+            continue
         live = snapshot.owned.get(address)
         object_backed = handlers.lookup(handler).object_backed
         forget = object_backed and live is None

@@ -8,6 +8,10 @@ Invariants:
 - `reason` is for people; apply never branches on it.
 - Bodies may hold `Ref`s (values known after apply) but never a secret value; sensitive literals are
   replaced by a hash when a plan is saved (see `planfile`).
+- A step on a cluster that could not be read is `UNKNOWN` and depends on that cluster's
+  `unreachable_root` step, which apply fails with the reason: the cluster's steps and their
+  dependents are skipped with that one root cause while the other clusters converge; the reason is
+  also an error in `warnings` (`Plan.errors`).
 - `lineage`/`serial` are the state's at planning time (`lineage is None`: no state existed) and
   `fingerprint` digests what was read from the clusters, so a stale saved plan is detected.
 """
@@ -35,6 +39,7 @@ class Action(StrEnum):
     DELETE = "delete"
     NOOP = "no-op"
     READ = "read"
+    UNKNOWN = "unknown"  # on a cluster that could not be read: apply fails it, changing nothing
 
     @property
     def has_side_effects(self) -> bool:
@@ -101,6 +106,11 @@ class Plan:
         if self.mode == Mode.REFRESH_ONLY:
             return any(s.action == Action.READ for s in self.steps)
         return any(s.action.has_side_effects for s in self.steps)
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        """Problems that make this plan incomplete (an unreachable cluster): `plan` exits 1."""
+        return tuple(d for d in self.warnings if d.severity == "error")
 
     def step(self, address: Address) -> Step | None:
         return next((s for s in self.steps if s.address == address), None)

@@ -4,6 +4,10 @@
 recorded objects (reached the way the state recorded, `State.clusters`, so their objects are
 deleted, not orphaned), builds the graph, makes one batched read, runs the stack's read-only
 preflight probes, and hands the snapshot and a dry-run function to `deciding.decide`.
+
+A cluster that cannot be connected or read does not stop the plan (DESIGN section 5): it is
+recorded in `Snapshot.unreachable`, its steps are unknown (`unknowns`), the reason is an error in
+`Plan.errors`, and the other clusters are planned as usual.
 """
 
 from __future__ import annotations
@@ -30,14 +34,16 @@ def plan_fleet(
     options: Options | None = None,
     accesses: Mapping[str, ClusterAccess] | None = None,
 ) -> Plan:
-    """Read the clusters and decide every step; raises `ClusterError` if a cluster cannot be read."""
+    """Read the clusters and decide every step; a cluster that cannot be read makes its steps
+    unknown and is named in `Plan.errors` (every read problem is attributed to its cluster)."""
     options = options or Options()
-    clusters, accesses = _with_retired_clusters(clusters, accesses, state)
+    clusters, accesses, retired_problems = _with_retired_clusters(clusters, accesses, state)
     graph = build_graph(desired.resources)
     wanted = read_set(desired, state)
-    snapshot, problems = reading.read_snapshot(clusters, desired.fleet_name, wanted)
-    if problems:
-        raise ClusterError(problems)
+    snapshot, _problems = reading.read_snapshot(clusters, desired.fleet_name, wanted)
+    if retired_problems:  # say why there was no connection, not just that there was none
+        snapshot = replace(snapshot, unreachable={**snapshot.unreachable, **retired_problems})
+    readable = {n: c for n, c in clusters.items() if n not in snapshot.unreachable}
 
     def dry_run(address: Address, body: Obj) -> Obj:
         return clusters[address.cluster].apply(body, dry_run=True)
@@ -45,7 +51,7 @@ def plan_fleet(
     plan = decide(desired, graph, state, snapshot, dry_run, options)
     return replace(
         plan,
-        warnings=(*preflight_warnings(desired, clusters), *plan.warnings),
+        warnings=(*preflight_warnings(desired, readable), *plan.warnings),
         fingerprint=snapshot.fingerprint(wanted),
         read_set=tuple(sorted(wanted.items(), key=lambda item: str(item[0]))),
         clusters=dict(accesses or {}),
@@ -75,10 +81,11 @@ def preflight_warnings(desired: DesiredFleet, clusters: Mapping[str, Cluster]) -
 
 def _with_retired_clusters(
     clusters: Mapping[str, Cluster], accesses: Mapping[str, ClusterAccess] | None, state: State | None
-) -> tuple[Mapping[str, Cluster], Mapping[str, ClusterAccess] | None]:
-    """Add connections to clusters the fleet no longer names but the state still holds objects on."""
+) -> tuple[Mapping[str, Cluster], Mapping[str, ClusterAccess] | None, dict[str, Diagnostic]]:
+    """Add connections to clusters the fleet no longer names but the state still holds objects on;
+    the third value says why a retired cluster could not be connected (it is then unreachable)."""
     if state is None:
-        return clusters, accesses
+        return clusters, accesses, {}
     held = {a.cluster for a in state.resources} | {e.address.cluster for e in state.journal}
     retired = {
         name: ClusterAccess.from_dict(dict(state.clusters[name]))
@@ -86,25 +93,21 @@ def _with_retired_clusters(
         if name not in clusters and name in state.clusters
     }
     if not retired:
-        return clusters, accesses
+        return clusters, accesses, {}
     connected: dict[str, Cluster] = {}
-    problems: list[Diagnostic] = []
+    problems: dict[str, Diagnostic] = {}
     for name, access in retired.items():
         try:
             connected[name] = KubeCluster(access)
         except ClusterError as err:
-            problems.append(
-                Diagnostic(
-                    f"cluster {name} left the fleet but the state still holds objects fleetplan created "
-                    f"there, and it cannot be reached to delete them: {err.diagnostics[0].summary}",
-                    address=name,
-                    hint=f"restore access to {name} (kubeconfig {access.kubeconfig_path()}), or forget "
-                    f"its objects with `fleetplan state rm` and clean the cluster up by hand",
-                )
+            problems[name] = Diagnostic(
+                f"cluster {name} left the fleet but the state still holds objects fleetplan created "
+                f"there, and it cannot be reached to delete them: {err.diagnostics[0].summary}",
+                address=name,
+                hint=f"restore access to {name} (kubeconfig {access.kubeconfig_path()}), or forget "
+                f"its objects with `fleetplan state rm` and clean the cluster up by hand",
             )
-    if problems:
-        raise ClusterError(problems)
-    return {**clusters, **connected}, {**(accesses or {}), **retired}
+    return {**clusters, **connected}, {**(accesses or {}), **retired}, problems
 
 
 def read_set(desired: DesiredFleet, state: State | None) -> dict[Address, str]:

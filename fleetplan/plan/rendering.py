@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from fleetplan.diff.changes import ABSENT
-from fleetplan.plan import blocks
+from fleetplan.plan import blocks, unknowns
 from fleetplan.plan.model import Action, Mode, Plan, Step
 
 JSON_FORMAT_VERSION = "1.0"
@@ -32,6 +32,7 @@ _SYMBOL = {
     Action.REPLACE: "-/+",
     Action.READ: "<=",
     Action.NOOP: " ",
+    Action.UNKNOWN: "?",
 }
 _COLOUR = {
     Action.CREATE: "32",
@@ -40,6 +41,7 @@ _COLOUR = {
     Action.REPLACE: "35",
     Action.READ: "36",
     Action.NOOP: "0",
+    Action.UNKNOWN: "31",
 }
 _PHRASE = {
     Action.CREATE: "will be created",
@@ -47,6 +49,7 @@ _PHRASE = {
     Action.DELETE: "will be deleted",
     Action.REPLACE: "must be replaced",
     Action.READ: "will be read",
+    Action.UNKNOWN: "is unknown",
 }
 
 
@@ -56,13 +59,14 @@ def render_human(plan: Plan, *, color: bool = False) -> str:
 
     lines: list[str] = []
     for warning in plan.warnings:
-        lines.append(paint("Warning: ", "33") + warning.render().split(": warning: ", 1)[-1])
+        label, code = ("Error", "31") if warning.severity == "error" else ("Warning", "33")
+        lines.append(paint(f"{label}: ", code) + warning.render().split(f": {warning.severity}: ", 1)[-1])
     if lines:
         lines.append("")
     shown = [s for s in plan.steps if s.action != Action.NOOP]
     if plan.mode == Mode.REFRESH_ONLY:
         return _render_refresh(plan, shown, lines, paint)
-    if not plan.has_changes and not any(s.action == Action.READ for s in shown):
+    if not plan.has_changes and not any(s.action in (Action.READ, Action.UNKNOWN) for s in shown):
         lines.append(NO_CHANGES)
         return "\n".join(lines) + "\n"
     lines.append("fleetplan will perform the following actions:")
@@ -74,7 +78,12 @@ def render_human(plan: Plan, *, color: bool = False) -> str:
     lines.append("")
     if collapsed:
         lines.extend([COLLAPSED_NOTE, ""])
-    lines.append(paint("Plan:", "1") + f" {add} to add, {change} to change, {destroy} to destroy.")
+    unknown = sum(s.action == Action.UNKNOWN and not unknowns.is_root(s) for s in plan.steps)
+    lines.append(
+        paint("Plan:", "1")
+        + f" {add} to add, {change} to change, {destroy} to destroy."
+        + (f" {unknown} unknown (clusters that could not be read)." if unknown else "")
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -87,12 +96,16 @@ def _render_refresh(plan: Plan, shown: list[Step], lines: list[str], paint: Any)
     for step in shown:
         lines.append("")
         lines.append(f"  # {step.address} {step.reason}")
-        head = "  " + paint("~", "33") + f" {step.address}"
+        symbol, code = ("?", "31") if step.action == Action.UNKNOWN else ("~", "33")
+        head = "  " + paint(symbol, code) + f" {step.address}"
         lines.extend(_block(head, step, paint, collapsed) if step.changes else [head])
     lines.append("")
     if collapsed:
         lines.extend([COLLAPSED_NOTE, ""])
-    lines.append(f"Refresh: {len(shown)} drifted. Applying this plan updates the state only.")
+    unknown = sum(s.action == Action.UNKNOWN and not unknowns.is_root(s) for s in shown)
+    shown_drift = sum(s.action != Action.UNKNOWN for s in shown)
+    drifted = f"{shown_drift} drifted" + (f", {unknown} unknown" if unknown else "")
+    lines.append(f"Refresh: {drifted}. Applying this plan updates the state only.")
     return "\n".join(lines) + "\n"
 
 

@@ -276,3 +276,42 @@ def test_sigkill_at_a_random_step_resumes_to_the_clean_end_state(fleet: FleetDir
     addresses = {r["address"] for r in fleet.state()["resources"]}
     assert len(addresses) == 18 and fleet.state()["journal"] == []
     assert len(fleet.owned_live()) == 18
+
+
+def _closed_port_kubeconfig(lab_cluster: Any, path: Path) -> Path:
+    """A copy of the cluster's kubeconfig whose server is a loopback port nothing listens on."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    text = Path(lab_cluster.kubeconfig).read_text()
+    assert lab_cluster.server in text
+    path.write_text(text.replace(lab_cluster.server, f"https://127.0.0.1:{port}"))
+    return path
+
+
+def test_an_unreachable_member_fails_alone_and_the_others_converge(fleet: FleetDir, tmp_path: Path) -> None:
+    c3 = fleet.lab["c3"]
+    good = (fleet.root / "fleet.yaml").read_text()
+    dark = _closed_port_kubeconfig(c3, tmp_path / "dark.kubeconfig")
+    (fleet.root / "fleet.yaml").write_text(good.replace(f"kubeconfig: {c3.kubeconfig},", f"kubeconfig: {dark},"))
+
+    planned = fleet.run("plan", check=1)
+    assert "Error: cluster c3 unreachable" in planned.stdout and "cluster c3 unreachable" in planned.stderr
+    assert f"? c3/core/Namespace/-/{fleet.ns}" in planned.stdout
+    assert "12 to add" in planned.stdout and "6 unknown" in planned.stdout
+
+    done = fleet.run("apply", "--auto-approve", check=1)
+    assert "c3/fleetplan.dev/Cluster/-/c3: error: cluster c3 unreachable" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    live = fleet.owned_live()
+    assert len(live) == 12 and not any(a.startswith("c3/") for a in live)
+    recorded = {r["address"] for r in fleet.state()["resources"]}
+    assert len(recorded) == 12 and not any(a.startswith("c3/") for a in recorded)
+    assert fleet.state()["journal"] == []
+
+    (fleet.root / "fleet.yaml").write_text(good)  # reachable again: it converges, then nothing to do
+    fleet.run("apply", "--auto-approve")
+    assert len(fleet.owned_live()) == 18
+    fleet.run("plan", "--detailed-exitcode", check=0)

@@ -10,11 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from fleetplan.addrs import Address
 from fleetplan.apply.recording import StateRecorder
-from fleetplan.errors import ClusterError
 from fleetplan.graph.building import build_graph
 from fleetplan.live import reading
 from fleetplan.live.clusters import KubeCluster
@@ -50,7 +47,8 @@ def _state(tmp: Path, kubeconfig: Path | None) -> model.State:
 
 def test_a_cluster_that_left_the_fleet_is_reached_as_the_state_recorded(tmp_path: Path) -> None:
     state = _state(tmp_path, _kubeconfig(tmp_path, "west"))
-    clusters, accesses = planning._with_retired_clusters({}, {}, state)
+    clusters, accesses, problems = planning._with_retired_clusters({}, {}, state)
+    assert problems == {}
     assert isinstance(clusters["west"], KubeCluster) and clusters["west"].name == "west"
     assert accesses is not None and accesses["west"].context == "west"
     # A cluster the fleet still names is connected by the caller, never replaced.
@@ -58,13 +56,19 @@ def test_a_cluster_that_left_the_fleet_is_reached_as_the_state_recorded(tmp_path
     assert planning._with_retired_clusters(mine, {}, state)[0] is mine
 
 
-def test_an_unreachable_retired_cluster_is_a_clear_error(tmp_path: Path) -> None:
+def test_an_unreachable_retired_cluster_is_a_clear_error_and_stops_only_itself(tmp_path: Path) -> None:
     state = _state(tmp_path, tmp_path / "missing.kubeconfig")
-    with pytest.raises(ClusterError) as info:
-        planning._with_retired_clusters({}, {}, state)
-    diagnostic = info.value.diagnostics[0]
+    _, _, problems = planning._with_retired_clusters({}, {}, state)
+    diagnostic = problems["west"]
     assert "west left the fleet" in diagnostic.summary and "does not exist" in diagnostic.summary
     assert "state rm" in (diagnostic.hint or "")
+    # The plan goes on without it: its records are unknown (kept), the reason is the plan's error.
+    desired = DesiredFleet("demo", ())
+    plan = planning.plan_fleet(desired, {}, model.State.new("demo").with_record(
+        model.ResourceRecord(GONE, "v1", uid="u")).with_clusters(state.clusters))
+    assert {s.address: s.action for s in plan.steps}[GONE] == Action.UNKNOWN
+    assert "cluster west unreachable: left the fleet" in plan.errors[0].summary
+    assert "state rm" in (plan.errors[0].hint or "")
 
 
 def test_the_recorder_keeps_how_clusters_were_reached_while_they_hold_objects(tmp_path: Path) -> None:
