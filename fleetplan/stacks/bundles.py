@@ -249,10 +249,15 @@ def _parse_cached(data: bytes, origin: str, cache_dir: Path | None) -> list[Mani
 def parse_manifests(data: bytes | str, origin: str) -> list[Manifest]:
     """Multi-document YAML -> objects; empty documents are skipped, `List`s are flattened."""
     text = data.decode("utf-8") if isinstance(data, bytes) else data
-    try:
-        documents = list(YAML(typ="safe").load_all(io.StringIO(text)))
-    except YAMLError as err:
-        raise BundleError(f"{origin}: not valid YAML: {err}".replace("\n", " ")) from None
+    documents: list[Any] | None = None
+    if origin.endswith(".json"):  # one JSON document (or List): json is ~100x faster than the YAML parser
+        with contextlib.suppress(ValueError):
+            documents = [json.loads(text)]
+    if documents is None:  # YAML, or a .json file that is not plain JSON (e.g. several documents)
+        try:
+            documents = list(YAML(typ="safe").load_all(io.StringIO(text)))
+        except YAMLError as err:
+            raise BundleError(f"{origin}: not valid YAML: {err}".replace("\n", " ")) from None
     objects: list[Manifest] = []
     for index, doc in enumerate(documents):
         if doc is None:
