@@ -3,7 +3,7 @@
 `write_scripts` writes two bash scripts into the fleet directory, each a plain loop over the
 clusters with the member's own kubeconfig copy (so kubectl goes through the same latency proxy):
 
-    baseline-apply.sh   kubectl apply --server-side -f manifests-kubectl/<cluster>.yaml, leader first
+    baseline-apply.sh   kubectl apply --server-side -f manifests-kubectl/<cluster>.json, leader first
     baseline-diff.sh    kubectl diff --server-side -f ... (the drift check users run before applying)
 
 That is what `antctl mc` / `clusteradm` loops amount to: one process and one connection per
@@ -30,12 +30,12 @@ def write_scripts(fleet: ScaleFleet, kubectl: str) -> tuple[Path, Path]:
     clusters = (LEADER, *fleet.members)
     apply_lines = [
         f"{shlex.quote(kubectl)} --kubeconfig kubeconfigs/{c} apply --server-side --field-manager=baseline "
-        f"-f manifests-kubectl/{c}.yaml >/dev/null" for c in clusters
+        f"-f manifests-kubectl/{c}.json >/dev/null" for c in clusters
     ]
     # kubectl diff exits 1 when there are differences: that is a finding, not a failure of the loop.
     diff_lines = [
         f"{shlex.quote(kubectl)} --kubeconfig kubeconfigs/{c} diff --server-side --field-manager=baseline "
-        f"-f manifests-kubectl/{c}.yaml >/dev/null || [ $? -eq 1 ]" for c in clusters
+        f"-f manifests-kubectl/{c}.json >/dev/null || [ $? -eq 1 ]" for c in clusters
     ]
     apply_script = fleet.root / "baseline-apply.sh"
     diff_script = fleet.root / "baseline-diff.sh"
