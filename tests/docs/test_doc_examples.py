@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit import fleets
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
-MIRROR = os.environ.get("FLEETPLAN_MIRROR", str((ROOT.parent / "shared" / "upstream").resolve()))
+MIRROR = str(fleets.MIRROR)
 COMMAND_LINE = re.compile(r"^\s*(\$\s+)?fleetplan\s+[a-z-]+")
 LAB_STAND_INS = {re.compile(r"^\s*fleetplan lab up\b.*$", re.M): "fleetplan lab status >/dev/null",
                  re.compile(r"^\s*fleetplan lab down\b.*$", re.M): ":"}
@@ -197,10 +198,9 @@ def _workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     shim = bin_dir / "fleetplan"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m fleetplan "$@"\n')
     shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FLEETPLAN_MIRROR": MIRROR,
-           "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "HOME": str(tmp_path / "home")}
+    env = fleets.cli_env({"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FLEETPLAN_MIRROR": MIRROR,
+                          "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "HOME": str(tmp_path / "home")})
     (tmp_path / "home").mkdir()
-    env.pop("KUBECONFIG", None)
     return work, env
 
 
@@ -277,8 +277,8 @@ def test_ci_workflow_example_plans_on_pull_requests_and_applies_on_merge() -> No
 @pytest.mark.integration
 def test_readme_demo_runs(lab_bin: Path, tmp_path: Path) -> None:
     """The README's main job (`make demo` runs exactly this module) on a lab of its own."""
-    env = {**os.environ, "FLEETPLAN_LAB_BIN": str(lab_bin), "FLEETPLAN_MIRROR": MIRROR, "NO_COLOR": "1",
-           "PYTHONPATH": str(ROOT)}
+    env = fleets.cli_env({"FLEETPLAN_LAB_BIN": str(lab_bin), "FLEETPLAN_MIRROR": MIRROR, "NO_COLOR": "1",
+                          "PYTHONPATH": str(ROOT)})
     env.pop("FLEETPLAN_LAB_DIR", None)
     done = subprocess.run([sys.executable, "-m", "fleetplan.lab.demo", "--dir", str(tmp_path / "lab"), "--down"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)

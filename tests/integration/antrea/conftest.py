@@ -9,7 +9,6 @@ as soon as fleetplan has created what they need.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.fleets import MIRROR
 
 from fleetplan.apply.executing import ClusterExecutor
 from fleetplan.apply.hooks import ApplySummary
@@ -28,9 +28,7 @@ from fleetplan.lab import Lab, LabCluster
 from fleetplan.lab.simulators.antrea import ControllerSimulation, MemberAgentSimulation
 from fleetplan.plan import fleets, planning
 from fleetplan.plan.model import Action, Mode, Plan
-from fleetplan.stacks.bundles import ENV_MIRROR
 
-MIRROR = Path(os.environ.get(ENV_MIRROR) or Path(__file__).resolve().parents[4] / "shared" / "upstream")
 MC = "multicluster.crd.antrea.io"
 
 

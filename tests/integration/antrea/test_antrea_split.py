@@ -5,24 +5,16 @@ from __future__ import annotations
 
 import base64
 import stat
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from conftest import AntreaLab, changes, converge, failures, replan
+from kit.fleets import run_cli
 from ruamel.yaml import YAML
 
 from fleetplan.cli.planning import Session
 from fleetplan.lab.clusters import admin_rest
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def fleetplan(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fleetplan", "--no-color", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
 
 
 def test_split_flow_converges_the_member_without_leader_credentials(antrea_lab: AntreaLab) -> None:
@@ -38,7 +30,8 @@ def test_split_flow_converges_the_member_without_leader_credentials(antrea_lab: 
     assert all(a.startswith(f"{env.leader.name}/") for a in made)
 
     join = env.tmp / "handed-over" / f"{member.name}-join.yaml"
-    done = fleetplan("join-config", "export", "--member", member.name, "-o", str(join), "-f", str(leader_fleet))
+    done = run_cli("--no-color", "join-config", "export", "--member", member.name, "-o", str(join), "-f",
+                   str(leader_fleet), cwd=env.tmp, check=None, timeout=120)
     assert done.returncode == 0, done.stderr
     assert stat.S_IMODE(join.stat().st_mode) == 0o600
     head, secret = list(YAML(typ="safe").load_all(join.read_text()))
@@ -46,8 +39,8 @@ def test_split_flow_converges_the_member_without_leader_credentials(antrea_lab: 
         "ClusterSetJoinConfig", member.name, env.leader.name, env.leader.server)
     token = base64.b64decode(secret["data"]["token"]).decode()
     assert token and token not in done.stdout + done.stderr
-    refused = fleetplan("join-config", "export", "--member", "nobody", "-o", str(env.tmp / "x"), "-f",
-                        str(leader_fleet))
+    refused = run_cli("--no-color", "join-config", "export", "--member", "nobody", "-o", str(env.tmp / "x"),
+                      "-f", str(leader_fleet), cwd=env.tmp, check=None, timeout=120)
     assert refused.returncode == 1 and "not declared" in refused.stderr and not (env.tmp / "x").exists()
 
     member_fleet = env.write("member", {"leader": {"joinConfig": str(join)}, "members": [env.member_spec(member)]},

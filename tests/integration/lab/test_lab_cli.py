@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from kit.fleets import run_cli
 
 from fleetplan.lab.indices import registry_dir
 from fleetplan.lab.processes import ProcessRecord, is_running
@@ -16,9 +14,8 @@ from fleetplan.lab.processes import ProcessRecord, is_running
 pytestmark = pytest.mark.integration
 
 
-def _fleetplan(*args, env):
-    return subprocess.run([sys.executable, "-m", "fleetplan", *args], capture_output=True, text=True,
-                          env=env, timeout=600)
+def _fleetplan(*args, env, cwd):
+    return run_cli(*args, cwd=cwd, check=None, env=env, timeout=600)
 
 
 def _group_members(pgid):
@@ -35,9 +32,9 @@ def _group_members(pgid):
 
 
 def test_cli_lab_lifecycle_from_separate_processes(lab_bin, tmp_path):
-    env = {**os.environ, "FLEETPLAN_LAB_BIN": str(lab_bin), "FLEETPLAN_LAB_DIR": str(tmp_path / "lab")}
+    env = {"FLEETPLAN_LAB_BIN": str(lab_bin), "FLEETPLAN_LAB_DIR": str(tmp_path / "lab")}
     # Indices are chosen so this lab never shares addresses with the session lab (or anyone's).
-    started = _fleetplan("lab", "up", "--clusters", "1", "--name", "cli", env=env)
+    started = _fleetplan("lab", "up", "--clusters", "1", "--name", "cli", env=env, cwd=tmp_path)
     assert started.returncode == 0, started.stderr
     try:
         state = json.loads((tmp_path / "lab" / "lab.json").read_text())
@@ -49,24 +46,24 @@ def test_cli_lab_lifecycle_from_separate_processes(lab_bin, tmp_path):
                                                   "kube-controller-manager", "kube-scheduler", "kwok"}
         assert all(is_running(r) for r in records)
 
-        status = _fleetplan("lab", "status", env=env)
+        status = _fleetplan("lab", "status", env=env, cwd=tmp_path)
         assert status.returncode == 0, status.stderr
         assert status.stdout.startswith("cli1     up")
 
-        path = _fleetplan("lab", "kubeconfig", env=env).stdout.strip()
+        path = _fleetplan("lab", "kubeconfig", env=env, cwd=tmp_path).stdout.strip()
         assert path == str(tmp_path / "lab" / "kubeconfig")
         config = json.loads(Path(path).read_text())
         assert [c["name"] for c in config["contexts"]] == ["cli1"]
         assert Path(path).stat().st_mode & 0o077 == 0  # it holds a client key
         assert "BEGIN" not in started.stdout + status.stdout  # no key material is ever printed
     finally:
-        stopped = _fleetplan("lab", "down", env=env)
+        stopped = _fleetplan("lab", "down", env=env, cwd=tmp_path)
     assert stopped.returncode == 0, stopped.stderr
     assert "stopped 6 processes" in stopped.stdout
     assert not any(is_running(r) for r in records)
     assert all(_group_members(r.pid) == [] for r in records)
     assert (tmp_path / "lab" / "cli1" / "logs" / "kube-apiserver.log").stat().st_size > 0
-    after = _fleetplan("lab", "status", env=env)
+    after = _fleetplan("lab", "status", env=env, cwd=tmp_path)
     assert after.returncode == 1
     assert "no lab in" in after.stderr
     assert not (registry_dir() / "claims" / str(index)).exists()

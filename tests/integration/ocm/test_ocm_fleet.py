@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import stat
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.fleets import MIRROR
 from ruamel.yaml import YAML
 
 from fleetplan.addrs import Address
@@ -33,10 +33,8 @@ from fleetplan.lab.clusters import admin_rest
 from fleetplan.lab.simulators.ocm import AGENT_NS, CredentialRest, HubOperatorSimulation, RegistrationAgentSimulation
 from fleetplan.plan import fleets, planning
 from fleetplan.plan.model import Action, Mode, Plan
-from fleetplan.stacks.bundles import ENV_MIRROR
 
 pytestmark = pytest.mark.integration
-MIRROR = Path(os.environ.get(ENV_MIRROR) or Path(__file__).resolve().parents[4] / "shared" / "upstream")
 CLUSTERS = "/apis/cluster.open-cluster-management.io/v1/managedclusters"
 CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 
