@@ -16,6 +16,10 @@ inherits this environment):
   unix socket, and a test during which one was attempted fails (even if the code under test
   swallowed the error).
 
+A clean tree: files a run leaves behind that git would list as untracked (not ignored) are named
+at the end of the run, and fail it under CI. Regenerated reports (tests/reliability/last-run.json,
+docs/reliability.md) are tracked files, so rewriting them is not flagged.
+
 Helpers for tests:
     lab                   fleetplan.lab.Lab: .clusters (LabCluster), lab["c2"], .kubeconfig (merged)
     lab_client(cluster, token=None, cert=None) -> kubernetes ApiClient: admin unless a bearer token
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,6 +46,7 @@ from fleetplan.lab import Lab, LabCluster
 LAB_CLUSTERS = 3
 _ACTIVE: dict[str, Lab] = {}
 ROOT = Path(__file__).resolve().parents[1]
+_UNTRACKED: dict[str, set[str]] = {}
 
 # At import, before any test module is collected: collection itself must already be offline.
 netguard.strip_proxies(os.environ)
@@ -73,6 +79,41 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     yield from _stays_on_this_machine("teardown")
+
+
+def _untracked() -> set[str] | None:
+    """Files git would list as untracked (not ignored), or None outside a usable git checkout."""
+    try:
+        done = subprocess.run(["git", "ls-files", "--others", "--exclude-standard", "-z"], cwd=ROOT,
+                              capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return set(filter(None, done.stdout.decode(errors="replace").split("\0"))) if done.returncode == 0 else None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    before = _untracked()
+    if before is not None:
+        _UNTRACKED["before"] = before
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    after = _untracked()
+    if "before" not in _UNTRACKED or after is None:
+        return
+    # Outside CI others may be adding files to the same tree meanwhile: there it is only reported.
+    _UNTRACKED["left"] = after - _UNTRACKED["before"]
+    if _UNTRACKED["left"] and _in_ci() and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    left = sorted(_UNTRACKED.get("left", ()))
+    if left:
+        terminalreporter.write_sep("!", f"{len(left)} untracked file(s) appeared in the tree during this run")
+        for path in left[:20]:
+            terminalreporter.write_line(f"  {path}")
+        terminalreporter.write_line("  write them under tmp_path, or add them to .gitignore if they are meant to stay")
 
 
 def _in_ci() -> bool:
