@@ -81,7 +81,10 @@ def test_kill_apply_and_destroy_then_resume(tmp_path: Path, lab: Any, apply_poin
             if operation == "destroy":
                 assert_clean_end_state(fleet)
             _killed_at(fleet, operation, point)
-            row = record("crash", stack="resources", operation=operation, point=f"step {point}", survived=None)
+            rows = [record("crash", stack="resources", operation=operation, point=f"step {point}", survived=None)]
+            again = fleet.run(operation, "--auto-approve", check=None,
+                              env={"FLEETPLAN_TEST_KILL_AT": SECOND[point.split(":")[0]]})
+            rows.append(_second_row("resources", operation, point, again))
             where = _killed_randomly(fleet.command(operation, "--auto-approve", "--json"), fleet.root, rng,
                                      tmp_path / f"{operation}-random.log")
             resumed = fleet.run(operation, "--auto-approve")
@@ -91,11 +94,25 @@ def test_kill_apply_and_destroy_then_resume(tmp_path: Path, lab: Any, apply_poin
                 assert_clean_end_state(fleet, destroyed=True)
             assert "took over the lock" in resumed.stderr or "took over the lock" in (
                 (tmp_path / f"{operation}-random.log").read_text())
-            row["survived"] = True
+            for row in rows:
+                row["survived"] = True if row["survived"] is None else row["survived"]
             record("crash", stack="resources", operation=operation, point=_random_point(where),
                    survived=True if where["killed"] else "n/a")
     finally:
         fleet.run("destroy", "--auto-approve", check=None)
+
+
+# After a kill at one kind of point, the resuming run is killed again early at another kind: a crash
+# during recovery, with the first run's journal and lock still in place.
+SECOND = {"start": "unrecorded:2", "unrecorded": "finish:1", "finish": "start:2"}
+
+
+def _second_row(stack: str, operation: str, first: str, done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    point = f"step {SECOND[first.split(':')[0]]} of the resuming run"
+    if done.returncode == 0:  # the first kill left fewer steps than the second point needs
+        return record("crash", stack=stack, operation=operation, point=f"{point}: finished first", survived="n/a")
+    assert done.returncode == -signal.SIGKILL, f"{operation} resume: exit {done.returncode}\n{done.stderr[-2000:]}"
+    return record("crash", stack=stack, operation=operation, point=point, survived=None)
 
 
 def _random_point(where: dict[str, Any]) -> str:
@@ -135,14 +152,17 @@ def test_stack_fleet_killed_and_resumed(request: pytest.FixtureRequest, tmp_path
         killed = run(operation, "--auto-approve", extra={"FLEETPLAN_TEST_KILL_AT": point})
         assert killed.returncode == -signal.SIGKILL, f"{operation} at {point}: exit {killed.returncode}\n" \
                                                      f"{killed.stdout[-2000:]}\n{killed.stderr[-2000:]}"
-        row = record("crash", stack=stack, operation=operation, point=f"step {point} of {steps}", survived=None)
+        rows = [record("crash", stack=stack, operation=operation, point=f"step {point} of {steps}", survived=None)]
+        again = run(operation, "--auto-approve", extra={"FLEETPLAN_TEST_KILL_AT": SECOND[kind]})
+        rows.append(_second_row(stack, operation, point, again))
         where = _killed_randomly(_argv(operation, "--auto-approve", "--json", fleet=fleet_file), fleet_file.parent,
                                  rng, tmp_path / f"{operation}.log", longest=1.0 if stack == "ocm" else 2.5)
         resumed = run(operation, "--auto-approve")
         assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
         assert_stack_end_state(state_path, fleet_name, clusters, lambda *a: run("plan", *a),
                                destroyed=operation == "destroy")
-        row["survived"] = True
+        for row in rows:
+            row["survived"] = True if row["survived"] is None else row["survived"]
         record("crash", stack=stack, operation=operation, point=_random_point(where),
                survived=True if where["killed"] else "n/a")
 
