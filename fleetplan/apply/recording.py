@@ -38,6 +38,9 @@ class StateRecorder(Hook):
 
     def plan_starting(self, plan: Plan) -> None:
         self._mode = plan.mode
+        if plan.lineage is None and plan.new_lineage and self.state.serial == 0:
+            # The first state takes the lineage the plan wrote into the objects' annotations.
+            self.state = replace(self.state, lineage=plan.new_lineage)
         if self._mode != Mode.REFRESH_ONLY:
             self._accesses = {**self.state.clusters, **{n: a.as_dict() for n, a in plan.clusters.items()}}
         # An unknown step (its cluster was not read) accounts for nothing: its journal entry stays.

@@ -29,6 +29,7 @@ from fleetplan.live.clusters import Cluster, Obj
 FLEET_LABEL = "fleetplan.dev/fleet"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "fleetplan"
+LINEAGE_ANNOTATION = "fleetplan.dev/lineage"  # the lineage of the state that created the object
 OPERATION_GROUP = "fleetplan.dev"
 
 
@@ -52,13 +53,22 @@ class Snapshot:
         return "sha256:" + digest.hexdigest()
 
 
-def owned_body(body: Mapping[str, Any], fleet: str) -> Obj:
-    """A deep copy of `body` with the ownership labels set."""
+def owned_body(body: Mapping[str, Any], fleet: str, lineage: str | None = None) -> Obj:
+    """A deep copy of `body` with the ownership labels set, and the lineage annotation when the
+    state's lineage is known (labels say which fleet; the lineage says which state of it)."""
     out = copy.deepcopy(dict(body))
     labels = out.setdefault("metadata", {}).setdefault("labels", {})
     labels[FLEET_LABEL] = fleet
     labels[MANAGED_BY_LABEL] = MANAGED_BY
+    if lineage is not None:
+        out["metadata"].setdefault("annotations", {})[LINEAGE_ANNOTATION] = lineage
     return out
+
+
+def lineage_of(obj: Mapping[str, Any]) -> str | None:
+    annotations = obj.get("metadata", {}).get("annotations") or {}
+    found = annotations.get(LINEAGE_ANNOTATION)
+    return str(found) if found is not None else None
 
 
 def is_owned(obj: Mapping[str, Any], fleet: str) -> bool:

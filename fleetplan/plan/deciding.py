@@ -7,7 +7,10 @@ decided in `deleting`; reading the clusters is `planning.plan_fleet`'s job.
 Rules (DESIGN section 4):
 - Object-backed resources are compared through a server-side apply dry-run restricted to the
   fields fleetplan manages; other handlers decide for themselves (`ResourceHandler.assess`).
-- An object that exists without fleetplan's ownership labels is reported and left alone.
+- An object that exists without fleetplan's ownership labels is reported and left alone; so is one
+  with the labels that this state did not create (`deleting.belongs_to_state`: another state of a
+  fleet with the same name, or re-created by someone else). Bodies carry the state's lineage
+  annotation, so what this state creates is recognised even before it is recorded.
 - A value known only after apply propagates: a changed source marks its consumers changed, and a
   consumer that must be written while its source is unchanged forces the source to run again if
   the source's outputs cannot be read back (a minted token is never stored).
@@ -31,7 +34,7 @@ from fleetplan.graph.building import ResourceGraph
 from fleetplan.live import handlers, reading
 from fleetplan.live.clusters import Obj
 from fleetplan.plan import bodies, unknowns
-from fleetplan.plan.deleting import deletions
+from fleetplan.plan.deleting import belongs_to_state, deletions
 from fleetplan.plan.model import Action, Mode, Plan, Step
 from fleetplan.stacks.desired import DesiredFleet, DesiredResource
 from fleetplan.state.model import ResourceRecord, State
@@ -46,6 +49,7 @@ class Options:
     targets: tuple[str, ...] = ()
     force: bool = False  # destroy even prevent_destroy resources
     wait_timeout: float | None = None  # readiness timeout for resources that do not set their own
+    new_lineage: str | None = None  # with no state: the lineage the first state will take
 
 
 def decide(
@@ -81,7 +85,7 @@ def decide(
             _propagate_unknowns(steps, by_address)
     keep = set(graph.addresses) if options.mode != Mode.DESTROY else set()
     removals = deletions(state, snapshot, by_address, graph, keep, options.mode, options.targets,
-                         options.force, warnings)
+                         options.force, warnings, _lineage(state, options))
     ordered = [steps[a] for a in graph.creation_order() if a in steps] + removals
     roots, errors = unknowns.roots(ordered, snapshot.unreachable)
     ordered = roots + ordered
@@ -96,7 +100,12 @@ def decide(
         warnings=tuple(warnings),
         targets=options.targets,
         created_at=datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
+        new_lineage=options.new_lineage if state is None else None,
     )
+
+
+def _lineage(state: State | None, options: Options) -> str | None:
+    return state.lineage if state is not None else options.new_lineage
 
 
 def _decide_one(
@@ -119,7 +128,8 @@ def _decide_one(
         )
     record = state.resources.get(address) if state else None
     journaled = state.journal_for(address) if state else None
-    body = reading.owned_body(resource.body, fleet) if handler.object_backed else dict(resource.body)
+    lineage = _lineage(state, options)
+    body = reading.owned_body(resource.body, fleet, lineage) if handler.object_backed else dict(resource.body)
     base = Step(
         address=address,
         action=Action.NOOP,
@@ -162,6 +172,18 @@ def _decide_one(
         )
         return replace(base, reason="exists but not created by fleetplan; left alone")
     live = snapshot.owned.get(address)
+    if live is not None and not belongs_to_state(live, record, lineage):
+        warnings.append(
+            Diagnostic(
+                f"{address.kind} {address.name} on {address.cluster} carries this fleet's labels but "
+                "was not created by this state; fleetplan leaves it alone",
+                address=str(address),
+                hint="another state of a fleet with the same name manages it, or it was re-created "
+                "outside fleetplan: delete it, or plan with the state that created it",
+                severity="warning",
+            )
+        )
+        return replace(base, reason="created by another state of this fleet; left alone")
     live_uid = (live or {}).get("metadata", {}).get("uid")
     base = replace(base, live_uid=live_uid)
     if live is None:

@@ -1,8 +1,11 @@
 """Decide the delete steps: what fleetplan created and the configuration (or destroy) drops.
 
 Rules (DESIGN section 4):
-- Only what the state (or the intent journal) records and still carries the ownership labels is
-  deleted; an object recorded but gone, or no longer labelled, is only dropped from the state.
+- Only what this state created is deleted (`belongs_to_state`): an object the state records with
+  the same uid, or one it journaled or (on destroy) desires that carries this state's lineage
+  annotation. Labels alone are not enough: two states of fleets with the same name share them.
+  An object recorded but gone, no longer labelled, or re-created by someone else is only dropped
+  from the state. A delete is preconditioned on the uid the state recorded.
 - Destroy refuses `prevent_destroy` resources unless forced; with `force`, every delete step
   carries `options.force` so handlers that guard a removal (the OCM ManifestWork guard) let it
   through.
@@ -20,10 +23,22 @@ from fleetplan.addrs import Address
 from fleetplan.errors import Diagnostic, PlanError
 from fleetplan.graph.building import ResourceGraph
 from fleetplan.live import handlers, reading
+from fleetplan.live.clusters import Obj
 from fleetplan.plan import unknowns
 from fleetplan.plan.model import Action, Mode, Step
 from fleetplan.stacks.desired import DesiredResource, Readiness
-from fleetplan.state.model import State
+from fleetplan.state.model import ResourceRecord, State
+
+
+def belongs_to_state(live: Obj, record: ResourceRecord | None, lineage: str | None) -> bool:
+    """Whether a live object with this fleet's labels is the one this state created: the uid
+    the state recorded, or (not recorded with that uid: a run killed after creating it) this
+    state's lineage annotation. Without a lineage (decide called with neither) labels decide."""
+    if record is not None and record.uid and record.uid == live.get("metadata", {}).get("uid"):
+        return True
+    if record is not None and not record.uid:  # recorded without a uid: nothing else to compare
+        return True
+    return lineage is None or reading.lineage_of(live) == lineage
 
 
 def deletions(
@@ -36,18 +51,21 @@ def deletions(
     targets: Sequence[str],
     force: bool,
     warnings: list[Diagnostic],
+    lineage: str | None = None,
 ) -> list[Step]:
     """Delete steps for recorded (or, on destroy, desired) objects outside `keep`, in order."""
     candidates: dict[Address, tuple[str, str, tuple[Address, ...]]] = {}  # address -> api, handler, deps
     if state is not None:
-        for record in state.resources.values():
-            candidates[record.address] = (record.api_version, record.handler, record.depends_on)
+        for recorded in state.resources.values():
+            candidates[recorded.address] = (recorded.api_version, recorded.handler, recorded.depends_on)
         for entry in state.journal:
-            if entry.address not in candidates and entry.address in snapshot.owned:
+            live = snapshot.owned.get(entry.address)
+            if entry.address not in candidates and live is not None and belongs_to_state(live, None, lineage):
                 candidates[entry.address] = (entry.api_version, "apply", ())
     if mode == Mode.DESTROY:
         for address, resource in desired.items():
-            if address in snapshot.owned or address in candidates:
+            live = snapshot.owned.get(address)
+            if address in candidates or (live is not None and belongs_to_state(live, None, lineage)):
                 old = candidates.get(address)
                 candidates[address] = (
                     str(resource.body.get("apiVersion", "")),
@@ -84,15 +102,21 @@ def deletions(
             )
             continue
         live = snapshot.owned.get(address)
+        record = state.resources.get(address) if state is not None else None
         object_backed = handlers.lookup(handler).object_backed
-        forget = object_backed and live is None
-        if forget and address in snapshot.unowned:
+        foreign = live is not None and object_backed and not belongs_to_state(live, record, lineage)
+        forget = object_backed and (live is None or foreign)
+        if foreign:
+            reason = "was re-created outside this state; dropped from the state, left on the cluster"
+            warnings.append(Diagnostic(f"{address} {reason}", address=str(address), severity="warning"))
+        elif forget and address in snapshot.unowned:
             reason = "no longer carries this fleet's labels; dropped from the state, left on the cluster"
             warnings.append(Diagnostic(f"{address} {reason}", address=str(address), severity="warning"))
         elif forget:
             reason = "already gone from the cluster; dropped from the state"
         else:
             reason = "destroy" if mode == Mode.DESTROY else "removed from the configuration"
+        live_uid = (live or {}).get("metadata", {}).get("uid")
         steps[address] = Step(
             address=address,
             action=Action.DELETE,
@@ -100,7 +124,9 @@ def deletions(
             handler=handler,
             api_version=api_version,
             depends_on=tuple(sorted(dependents[address], key=str)),
-            live_uid=(live or {}).get("metadata", {}).get("uid"),
+            # The uid the state recorded; the live one only for an object known as ours by its
+            # lineage alone (created by a run killed before it could record it).
+            live_uid=record.uid if record is not None and record.uid == live_uid else live_uid,
             options={"forget": True} if forget else {"force": True} if force else {},
             readiness=desired[address].readiness if address in desired else Readiness(),
         )
@@ -123,4 +149,4 @@ def _deletion_order(steps: Mapping[Address, Step]) -> list[Address]:
     return done
 
 
-__all__ = ["deletions"]
+__all__ = ["belongs_to_state", "deletions"]

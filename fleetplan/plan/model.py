@@ -12,7 +12,8 @@ Invariants:
   `unreachable_root` step, which apply fails with the reason: the cluster's steps and their
   dependents are skipped with that one root cause while the other clusters converge; the reason is
   also an error in `warnings` (`Plan.errors`).
-- `lineage`/`serial` are the state's at planning time (`lineage is None`: no state existed) and
+- `lineage`/`serial` are the state's at planning time (`lineage is None`: no state existed; then
+  `new_lineage` is the lineage the first state takes, already written into the bodies) and
   `fingerprint` digests what was read from the clusters, so a stale saved plan is detected.
 """
 
@@ -85,6 +86,9 @@ class Plan:
     targets: tuple[str, ...] = ()
     created_at: str = ""
     format_version: int = FORMAT_VERSION
+    # With no state yet (`lineage is None`): the lineage the first state must take, because the
+    # plan's bodies already carry it in their lineage annotation.
+    new_lineage: str | None = None
 
     def counts(self) -> tuple[int, int, int]:
         """(to add, to change, to destroy), counted like Terraform: a replace adds and destroys."""

@@ -12,6 +12,7 @@ recorded in `Snapshot.unreachable`, its steps are unknown (`unknowns`), the reas
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -37,6 +38,8 @@ def plan_fleet(
     """Read the clusters and decide every step; a cluster that cannot be read makes its steps
     unknown and is named in `Plan.errors` (every read problem is attributed to its cluster)."""
     options = options or Options()
+    if state is None and options.new_lineage is None:  # the first state's lineage, chosen now
+        options = replace(options, new_lineage=str(uuid.uuid4()))
     clusters, accesses, retired_problems = _with_retired_clusters(clusters, accesses, state)
     graph = build_graph(desired.resources)
     wanted = read_set(desired, state)
