@@ -51,11 +51,9 @@ means: upgrade fleetplan. A lock left by a killed run on the same host is taken 
 naming it; a lock held from another host is released with `fleetplan force-unlock ID` (the ID is in
 the error).
 
-Known gaps (rows marked **NO** below, or not covered yet):
-- A member that cannot be reached when the plan is made stops the whole run: planning reads every
-  cluster first and raises on any unreadable one (`plan_fleet`), so the reachable clusters do not
-  converge. A member that goes dark after planning fails alone, as designed. The test is a strict
-  xfail until planning learns to plan around an unreadable cluster.
+Known gaps and notes (rows marked **NO** below are failures of the last run):
+- A member that cannot be reached is covered both from the start (planning marks its steps unknown
+  behind one root step that apply fails) and from the first step on; in both, c1 and c2 converge.
 - A kubeconfig whose context names a user that does not exist is sent anonymously (the
   kubernetes client's behaviour); the error is the server's `system:anonymous ... forbidden`.
 - The `kubernetes` state backend (Secret + Lease) is not yet covered by the concurrency tests.

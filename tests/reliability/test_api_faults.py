@@ -109,12 +109,7 @@ def _state_addresses(fleet: ResourcesFleet) -> set[str]:
     return {r["address"] for r in fleet.state()["resources"]}
 
 
-GAP = ("planning reads every cluster first and raises on any unreadable one (plan_fleet), so an "
-       "unreachable member stops the whole run before any step; see docs/reliability.md")
-
-
-@pytest.mark.parametrize("when", [pytest.param("from the start", marks=pytest.mark.xfail(reason=GAP, strict=True)),
-                                  "from the first step on"])
+@pytest.mark.parametrize("when", ["from the start", "from the first step on"])
 def test_an_unreachable_member_fails_alone(proxied: Any, when: str, tmp_path: Path) -> None:
     env = proxied()
     fleet = env.fleet

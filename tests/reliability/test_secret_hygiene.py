@@ -157,3 +157,75 @@ def test_no_secret_value_leaves_the_clusters(antrea_fleet: Any) -> None:
     assert set(modes.values()) == {"0o600"}, modes
     assert failed_ok[1] == 1 and failed_ok[2] == 1, [d.stderr[-500:] for d in failing]
     assert rotated >= 2 and len(env.cli_runs) >= 15
+
+
+def test_no_ocm_secret_value_leaves_the_clusters(ocm_fleet: Any) -> None:
+    """The OCM fleet: bootstrap tokens minted at apply time, delivered inside a kubeconfig Secret."""
+    from fleetkit import STACK_KINDS, cli_env
+    from ruamel.yaml import YAML as Yaml
+
+    from fleetplan.live.clusters import KubeCluster
+    from fleetplan.live.kubeconfigs import ClusterAccess
+    from fleetplan.live.reading import selector
+
+    env = ocm_fleet
+    fleet_name = json.loads(Path(env.fleet_file).read_text())["metadata"]["name"]
+    runs = []
+
+    def cli(*args: str, check: int | None = 0) -> Any:
+        import subprocess
+        import sys
+
+        done = subprocess.run([sys.executable, "-m", "fleetplan", *args, "-f", str(env.fleet_file)], cwd=env.tmp,
+                              env=cli_env(), capture_output=True, text=True, timeout=600)
+        runs.append((" ".join(args), done))
+        assert check is None or done.returncode == check, done.stderr[-2000:]
+        return done
+
+    cli("destroy", "--auto-approve", "--force")  # so that the plan below mints fresh tokens
+    cli("plan")
+    cli("plan", "--json")
+    cli("plan", "-out", "ocm.plan")
+    cli("show", "ocm.plan")
+    cli("show", "ocm.plan", "--json")
+    cli("apply", "ocm.plan", "--json")
+    cli("--debug", "plan")
+    cli("show")
+    cli("show", "--json")
+    for address in [a for a in cli("state", "list").stdout.split() if "oken" in a or "/Secret/" in a]:
+        cli("state", "show", address)
+    secrets = SecretSet()
+    for spoke in env.spokes:
+        status, raw = admin_rest(spoke).request(
+            "GET", "/api/v1/namespaces/open-cluster-management-agent/secrets/bootstrap-hub-kubeconfig")
+        if status == 200:
+            config = Yaml(typ="safe").load(base64.b64decode(json.loads(raw)["data"]["kubeconfig"]).decode())
+            for user in config.get("users") or []:
+                secrets.add(f"bootstrap token delivered to {spoke.name}", (user.get("user") or {}).get("token"))
+    for item in admin_rest(env.hub).get("/api/v1/namespaces/open-cluster-management/secrets").get("items", []):
+        token = (item.get("data") or {}).get("token")
+        if token:
+            secrets.add(f"hub Secret {item['metadata']['name']} token", base64.b64decode(token).decode())
+    for cluster in (env.hub, *env.spokes):
+        user = json.loads(Path(cluster.kubeconfig).read_text())["users"][0]["user"]
+        secrets.add(f"{cluster.name} admin client key", base64.b64decode(user["client-key-data"]).decode())
+
+    artifacts: dict[str, bytes | str] = {}
+    for i, (command, done) in enumerate(runs):
+        artifacts[f"#{i} `{command}` stdout"], artifacts[f"#{i} `{command}` stderr"] = done.stdout, done.stderr
+    artifacts["plan file"] = (env.tmp / "ocm.plan").read_bytes()
+    for path in sorted(env.tmp.glob("state.json*")):
+        artifacts[f"state file {path.name}"] = path.read_bytes()
+    meta: dict[str, str] = {}
+    for cluster in (env.hub, *env.spokes):
+        api = KubeCluster(ClusterAccess(cluster.name, cluster.kubeconfig, cluster.context))
+        for api_version, kind in STACK_KINDS:
+            meta |= {f"{cluster.name}: {k}": v for k, v in
+                     annotations_and_labels(api.list(api_version, kind, "", selector(fleet_name))).items()}
+    artifacts |= meta
+    hits = secrets.scan(artifacts)
+    tokens = [label for label in secrets.values if "bootstrap token" in label]
+    record("secrets", what=f"OCM fleet: CLI output of {len(runs)} runs, plan file, state, annotations+labels",
+           artifacts=len(artifacts), values=len(secrets.values), hits=len(hits), ok=not hits and len(tokens) == 2)
+    assert not hits, f"secret values found: {hits}"
+    assert len(tokens) == 2, f"bootstrap tokens not found on both spokes: {tokens}"
