@@ -139,8 +139,12 @@ def namespace_edges(resources: Mapping[Address, DesiredResource]) -> Iterator[Ed
                 yield namespace, address, "in namespace"
 
 
+_WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "Job", "CronJob")
+
+
 def service_account_edges(resources: Mapping[Address, DesiredResource]) -> Iterator[Edge]:
-    """ServiceAccounts before the bindings that name them and the tokens minted for them."""
+    """ServiceAccounts before the bindings that name them, the tokens minted for them and the
+    workloads whose pods run as them."""
     for address, resource in resources.items():
         accounts: list[tuple[str, str]] = []
         if address.group == _RBAC and address.kind in ("RoleBinding", "ClusterRoleBinding"):
@@ -152,6 +156,16 @@ def service_account_edges(resources: Mapping[Address, DesiredResource]) -> Itera
         elif address.kind == "Secret" and resource.body.get("type") == "kubernetes.io/service-account-token":
             annotations = resource.body.get("metadata", {}).get("annotations") or {}
             accounts.append((address.namespace, annotations.get("kubernetes.io/service-account.name", "")))
+        elif address.kind in _WORKLOADS:
+            # A workload created before its ServiceAccount has its pods refused ("serviceaccount not
+            # found"); the controller then backs off exponentially, often past the readiness timeout.
+            pod = (resource.body.get("spec") or {}).get("template") or {}
+            if address.kind == "CronJob":
+                pod = ((resource.body.get("spec") or {}).get("jobTemplate") or {}).get("spec", {}).get("template") or {}
+            pod_spec = (pod.get("spec") or {}) if isinstance(pod, dict) else {}
+            name = pod_spec.get("serviceAccountName") or pod_spec.get("serviceAccount")
+            if isinstance(name, str):
+                accounts.append((address.namespace, name))
         for namespace, name in accounts:
             if namespace and name:
                 account = Address(address.cluster, "", "ServiceAccount", namespace, name)
