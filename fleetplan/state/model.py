@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -101,13 +102,15 @@ def secret_hash(value: str | bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def to_dict(state: State) -> dict[str, Any]:
+def to_dict(state: State, *, records: bool = True) -> dict[str, Any]:
+    """The JSON document of a state; `records=False` leaves out `resources` (see `dumps`)."""
     return {
         "format_version": FORMAT_VERSION,
         "lineage": state.lineage,
         "serial": state.serial,
         "fleet": state.fleet,
-        "resources": [_record_to_dict(state.resources[a]) for a in sorted(state.resources, key=str)],
+        **({"resources": [_record_to_dict(state.resources[a]) for a in sorted(state.resources, key=str)]}
+           if records else {}),
         "journal": [
             {
                 "address": str(e.address),
@@ -172,7 +175,40 @@ def from_dict(data: Any, *, source: str) -> State:
 
 
 def dumps(state: State) -> str:
-    return json.dumps(to_dict(state), indent=2, sort_keys=False) + "\n"
+    """The state file's text: top-level keys one per line, one resource record per line.
+
+    Written after every step, so its cost matters at fleet scale: json's `indent=` path is the
+    pure-Python encoder, so each record is encoded compactly by the C encoder instead, and records
+    (immutable) are encoded once per value and reused by later writes (`_encoded_record`).
+    """
+    doc = to_dict(state, records=False)
+    records = [_encoded_record(state.resources[a]) for a in sorted(state.resources, key=str)]
+    lines = ["{"]
+    for key, value in doc.items():
+        lines.append(f"  {json.dumps(key)}: {json.dumps(value, separators=_SEPARATORS)},")
+    body = ",\n".join(f"    {line}" for line in records)
+    lines.append(f'  "resources": [\n{body}\n  ]' if records else '  "resources": []')
+    return "\n".join(lines) + "\n}\n"
+
+
+_SEPARATORS = (", ", ": ")
+# id(record) -> (weak reference to it, its encoded line); the weak reference tells a live record
+# from a new one that reuses a dead one's id.
+_ENCODED: dict[int, tuple[weakref.ref[ResourceRecord], str]] = {}
+
+
+def _encoded_record(record: ResourceRecord) -> str:
+    cached = _ENCODED.get(id(record))
+    if cached is not None and cached[0]() is record:
+        return cached[1]
+    key = id(record)
+
+    def forget(_ref: weakref.ref[ResourceRecord]) -> None:
+        _ENCODED.pop(key, None)
+
+    line = json.dumps(_record_to_dict(record), separators=_SEPARATORS)
+    _ENCODED[key] = (weakref.ref(record, forget), line)
+    return line
 
 
 # format N -> N+1 upgrade functions; each takes and returns the decoded JSON document.

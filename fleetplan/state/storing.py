@@ -102,7 +102,7 @@ class LocalStateStore:
         written = replace(state, serial=max(self._serial or 0, state.serial) + 1)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
-            _atomic_write(self.backup_path, self.path.read_bytes())
+            _keep_as_backup(self.path, self.backup_path)
         _atomic_write(self.path, model.dumps(written).encode())
         self._serial = written.serial
         return written
@@ -266,6 +266,30 @@ class LocalStateStore:
             yield info
         finally:
             self.unlock(info.id)
+
+
+def _keep_as_backup(path: Path, backup: Path) -> None:
+    """Make the current state file the backup without copying it.
+
+    A hard link to the current file's inode is swapped in as `backup` atomically; the write that
+    follows renames a new inode over `path`, so the backup keeps the old content (already fsynced
+    when it was written). The directory fsync of that write makes both renames durable. Where hard
+    links are not supported, the content is copied as before.
+    """
+    tmp = backup.with_name(f".{backup.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        os.link(path, tmp)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        _atomic_write(backup, path.read_bytes())
+        return
+    try:
+        os.replace(tmp, backup)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
