@@ -102,8 +102,9 @@ def _echo(live: Mapping[Any, dict[str, Any]]) -> Callable[[Any, Any], dict[str, 
 def _converged(fleet: str, resources: Any) -> tuple[dict[Any, dict[str, Any]], State]:
     live: dict[Any, dict[str, Any]] = {}
     records: dict[Any, ResourceRecord] = {}
+    lineage = str(uuid.uuid4())  # what apply stamps on every object it creates, as live objects carry it
     for resource in resources:
-        body = owned_body(resource.body, fleet)
+        body = owned_body(resource.body, fleet, lineage)
         uid = str(uuid.uuid4())
         obj = dict(body)
         obj["metadata"] = {
@@ -117,7 +118,7 @@ def _converged(fleet: str, resources: Any) -> tuple[dict[Any, dict[str, Any]], S
         live[resource.address] = obj
         records[resource.address] = ResourceRecord(
             resource.address, str(body["apiVersion"]), uid=uid, applied_hash=bodies.body_hash(body))
-    return live, State(lineage=str(uuid.uuid4()), fleet=fleet, serial=1, resources=records)
+    return live, State(lineage=lineage, fleet=fleet, serial=1, resources=records)
 
 
 def _fields_of(value: Any, top: bool = False) -> dict[str, Any]:
@@ -131,6 +132,7 @@ def _fields_of(value: Any, top: bool = False) -> dict[str, Any]:
             continue
         out[f"f:{key}"] = _fields_of(sub)
     if top:
-        labels = value.get("metadata", {}).get("labels") or {}
-        out["f:metadata"] = {"f:labels": {f"f:{k}": {} for k in labels}}
+        metadata = value.get("metadata", {})
+        out["f:metadata"] = {f"f:{part}": {f"f:{k}": {} for k in metadata.get(part) or {}}
+                             for part in ("labels", "annotations") if metadata.get(part)}
     return out
