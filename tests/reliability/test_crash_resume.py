@@ -87,13 +87,13 @@ def test_kill_apply_and_destroy_then_resume(tmp_path: Path, lab: Any, apply_poin
             rows.append(_second_row("resources", operation, point, again))
             where = _killed_randomly(fleet.command(operation, "--auto-approve", "--json"), fleet.root, rng,
                                      tmp_path / f"{operation}-random.log")
-            resumed = fleet.run(operation, "--auto-approve")
+            fleet.run(operation, "--auto-approve")  # exit 0 is checked
             if operation == "apply":
                 assert_clean_end_state(fleet)
             else:
                 assert_clean_end_state(fleet, destroyed=True)
-            assert "took over the lock" in resumed.stderr or "took over the lock" in (
-                (tmp_path / f"{operation}-random.log").read_text())
+            # The run right after the first kill found its lock (same host, pid gone) and said so.
+            assert "took over the lock" in again.stderr, again.stderr[-1000:]
             for row in rows:
                 row["survived"] = True if row["survived"] is None else row["survived"]
             record("crash", stack="resources", operation=operation, point=_random_point(where),
