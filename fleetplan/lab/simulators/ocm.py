@@ -28,7 +28,7 @@ import json
 import os
 import threading
 import uuid
-from typing import Any
+from typing import Any, Self
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -56,7 +56,31 @@ AGENT_NS = "open-cluster-management-agent"
 __all__ = ["AGENT_NS", "CredentialRest", "HubOperatorSimulation", "RegistrationAgentSimulation"]
 
 
-class HubOperatorSimulation:
+class _Looping:
+    """The background loop both simulations run: `sync_once` every `interval` until stopped."""
+
+    _prefix: str
+
+    def sync_once(self) -> None:
+        raise NotImplementedError
+
+    def log(self, message: str) -> None:
+        raise NotImplementedError
+
+    def start(self, interval: float = 0.5) -> Self:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=run_loop, args=(self.sync_once, self._stop, interval, self.log), daemon=True, name=self._prefix
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+class HubOperatorSimulation(_Looping):
     """SIMULATION of the cluster-manager operator and hub registration controller on the hub."""
 
     def __init__(
@@ -173,23 +197,9 @@ class HubOperatorSimulation:
             self._accepted.add(name)
             self.log(f"ManagedCluster {name} accepted: namespace and agent RBAC created")
 
-    def start(self, interval: float = 0.5) -> HubOperatorSimulation:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=run_loop,
-            args=(self.sync_once, self._stop, interval, self.log),
-            daemon=True,
-            name=self._prefix,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
 
 
-class RegistrationAgentSimulation:
+class RegistrationAgentSimulation(_Looping):
     """SIMULATION of a spoke's registration agent, using only the delivered bootstrap kubeconfig."""
 
     def __init__(self, spoke: LabCluster, agent: str = "simagent", log: Log = print) -> None:
@@ -381,17 +391,3 @@ class RegistrationAgentSimulation:
             {"status": {"conditions": with_condition(klusterlet, condition)}},
         )
 
-    def start(self, interval: float = 0.5) -> RegistrationAgentSimulation:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=run_loop,
-            args=(self.sync_once, self._stop, interval, self.log),
-            daemon=True,
-            name=self._prefix,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
