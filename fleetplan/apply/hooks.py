@@ -1,9 +1,12 @@
 """The hook protocol the walker reports through, and the outcome values it reports.
 
 Invariant: the walker calls hooks from one thread at a time (it serialises them), in this order
-per step: `step_starting` (before any side effect; the state recorder journals here), zero or more
-`step_progress`, then `step_finished`. Outcomes carry non-secret outputs only; secret outputs are
-passed to `step_finished` separately and must not be kept by hooks other than the executor.
+per step: `step_starting` (before any side effect; the state recorder journals here),
+`before_side_effect`, zero or more `step_progress`, then `step_finished`. `before_side_effect` is
+the one call made outside that serialisation, from the step's worker thread, so that it may block
+without holding up other steps (the state recorder may wait there until an intent is written).
+Outcomes carry non-secret outputs only; secret outputs are passed to `step_finished` separately
+and must not be kept by hooks other than the executor.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class Hook:
 
     def plan_starting(self, plan: Plan) -> None: ...
     def step_starting(self, step: Step) -> None: ...
+    def before_side_effect(self, step: Step) -> None: ...
     def step_progress(self, step: Step, message: str) -> None: ...
     def step_finished(self, outcome: Outcome) -> None: ...
     def plan_finished(self, summary: ApplySummary) -> None: ...
@@ -79,6 +83,10 @@ class Hooks(Hook):
     def step_starting(self, step: Step) -> None:
         for hook in self._hooks:
             hook.step_starting(step)
+
+    def before_side_effect(self, step: Step) -> None:
+        for hook in self._hooks:
+            hook.before_side_effect(step)
 
     def step_progress(self, step: Step, message: str) -> None:
         for hook in self._hooks:

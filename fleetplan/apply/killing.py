@@ -5,9 +5,9 @@ on (`FLEETPLAN_TEST_HOOKS=1`) and `FLEETPLAN_TEST_KILL_AT` is set to `<point>:<n
 (1-based) occurrence of that point kills the process with SIGKILL (no cleanup, no finally blocks,
 the lock file stays), exactly like a crash or an OOM kill:
 
-    start:n       after the n-th step's intent was journaled and persisted, before its side effect
+    start:n       after the n-th step's intent was journaled and written, before its side effect
     unrecorded:n  after the n-th finished step's side effect, before the state recorded it
-    finish:n      after the n-th finished step was recorded in the state
+    finish:n      after the n-th finished step was recorded in the state and that was written
 
 Invariant: a stray `FLEETPLAN_TEST_KILL_AT` alone (left in a CI job's environment, copied from a
 test log) never kills anything: both variables must be set, and the CLI prints `test_hooks_notice`
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+from collections.abc import Callable
 
 from fleetplan.apply.hooks import Hook, Outcome
 from fleetplan.plan.model import Step
@@ -32,15 +34,18 @@ POINTS = ("start", "unrecorded", "finish")
 class KillSwitch(Hook):
     """Kills the process at the n-th occurrence of one hook event."""
 
-    def __init__(self, event: str, n: int) -> None:
-        self._event, self._left = event, n
+    def __init__(self, event: str, n: int, settle: Callable[[], None] = lambda: None) -> None:
+        self._event, self._left, self._settle = event, n, settle
+        self._lock = threading.Lock()  # `before_side_effect` comes from several workers at once
 
     def _tick(self) -> None:
-        self._left -= 1
-        if self._left == 0:
-            os.kill(os.getpid(), signal.SIGKILL)
+        with self._lock:
+            self._left -= 1
+            if self._left == 0:
+                self._settle()
+                os.kill(os.getpid(), signal.SIGKILL)
 
-    def step_starting(self, step: Step) -> None:
+    def before_side_effect(self, step: Step) -> None:
         if self._event == "starting" and step.action.has_side_effects:
             self._tick()
 
@@ -64,9 +69,10 @@ def test_hooks_notice() -> str | None:
     return None
 
 
-def kill_switches() -> tuple[list[Hook], list[Hook]]:
+def kill_switches(settle: Callable[[], None]) -> tuple[list[Hook], list[Hook]]:
     """(hooks to run before the state recorder, hooks to run after it) from the environment;
-    empty unless test hooks are on."""
+    empty unless test hooks are on. `settle` makes what the recorder has recorded durable (its
+    `flush`), so a kill after a record happens after that record was written."""
     if not test_hooks_enabled():
         return [], []
     spec = os.environ.get(ENV_KILL_AT, "")
@@ -76,4 +82,6 @@ def kill_switches() -> tuple[list[Hook], list[Hook]]:
     n = int(count)
     if point == "unrecorded":
         return [KillSwitch("finished", n)], []
-    return [], [KillSwitch("starting" if point == "start" else "finished", n)]
+    if point == "start":  # the recorder's `before_side_effect` has written the intent by then
+        return [], [KillSwitch("starting", n)]
+    return [], [KillSwitch("finished", n, settle)]

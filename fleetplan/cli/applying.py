@@ -135,7 +135,7 @@ def run_apply(
         executor = ClusterExecutor(
             plan, clusters, default_timeout=float(session.fleet.spec.wait.timeout_seconds)
         )
-        before, after = kill_switches()  # empty unless test hooks are on (crash tests)
+        before, after = kill_switches(recorder.flush)  # empty unless test hooks are on (crash tests)
         notice = test_hooks_notice()  # loud, so hooks left on in production are seen
         if notice:
             click.echo(notice, err=True)

@@ -4,9 +4,11 @@ Two modes, both listening on a loopback address only (anything else is refused w
 
 * TCP (default): bytes are spliced unchanged, TLS stays end to end between client and API server,
   so client certificates, tokens and CA pins all work as without the proxy. It can add a fixed
-  latency (once per connection and once per client->server chunk, i.e. roughly one round trip per
-  request), reset connections (RST via SO_LINGER 0), refuse (the listening socket is closed, so a
-  connect gets ECONNREFUSED) or hang (accept, then never answer).
+  latency (once per connection, and to every client->server chunk counted from when it arrived, so
+  chunks sent back to back share one delay as on a real link: roughly one round trip per request
+  however the client splits it into writes), reset connections (RST via SO_LINGER 0), refuse
+  (the listening socket is closed, so a connect gets ECONNREFUSED) or hang (accept, then never
+  answer). Both relayed sockets have TCP_NODELAY, as the two ends do.
 * HTTPS-terminating (`tls=TerminatingTLS(...)`): the proxy presents a certificate issued by the
   lab cluster's own CA, so a kubeconfig copy keeps its CA data; it reads each HTTP/1.1 request and
   can answer it itself with 429 (+ Retry-After), 500 or 503, or forward it to the API server.
@@ -29,6 +31,7 @@ import contextlib
 import http.client
 import ipaddress
 import json
+import queue
 import random
 import socket
 import ssl
@@ -52,7 +55,7 @@ _MAX_HEAD = 64 * 1024
 class Faults:
     """What the proxy does to traffic. The default passes everything through unchanged."""
 
-    latency: float = 0.0            # seconds, per connection and per client->server chunk
+    latency: float = 0.0            # seconds, per connection and per client->server chunk (pipelined)
     refuse: bool = False            # close the listener (connects get ECONNREFUSED), reset open connections
     hang: bool = False              # accept connections and never answer
     reset_first: int = 0            # RST the first N connections after these faults are set
@@ -205,6 +208,7 @@ class ProxyHandle:
                 conn, _ = listener.accept()
             except OSError:
                 return  # listener closed (refuse or stop)
+            _no_delay(conn)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     # -- decisions --------------------------------------------------------------------------
@@ -267,6 +271,7 @@ class ProxyHandle:
 
     def _splice(self, client: socket.socket) -> None:
         upstream = socket.create_connection((self.target_host, self.target_port), timeout=30)
+        _no_delay(upstream)
         upstream.settimeout(None)
         with self._lock:
             self._open.add(upstream)
@@ -282,16 +287,47 @@ class ProxyHandle:
                 upstream.close()
 
     def _pump(self, src: socket.socket, dst: socket.socket, delay: bool) -> None:
+        if delay and self._faults.latency:
+            self._pump_delayed(src, dst)
+            return
         try:
             while data := src.recv(65536):
-                if delay and self._faults.latency:
-                    time.sleep(self._faults.latency)
                 dst.sendall(data)
         except OSError:
             pass
         finally:
             with contextlib.suppress(OSError):
                 dst.shutdown(socket.SHUT_WR)
+
+    def _pump_delayed(self, src: socket.socket, dst: socket.socket) -> None:
+        """Forward each chunk `latency` after it arrived, in order: a link's delay, not a queue of
+        delays (the headers and the body of one request written separately arrive together)."""
+        chunks: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
+
+        def forward() -> None:
+            try:
+                while (item := chunks.get())[1]:
+                    due, data = item
+                    wait = due - time.monotonic()
+                    if wait > 0:
+                        time.sleep(wait)
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    dst.shutdown(socket.SHUT_WR)
+
+        sender = threading.Thread(target=forward, daemon=True)
+        sender.start()
+        try:
+            while data := src.recv(65536):
+                chunks.put((time.monotonic() + self._faults.latency, data))
+        except OSError:
+            pass
+        finally:
+            chunks.put((0.0, b""))
+            sender.join()
 
     # -- HTTPS-terminating mode ---------------------------------------------------------------
     def _make_server_context(self, tls: TerminatingTLS) -> ssl.SSLContext:
@@ -407,6 +443,14 @@ def _send_status(conn: ssl.SSLSocket, faults: Faults) -> None:
     if faults.retry_after is not None:
         head.append(f"Retry-After: {faults.retry_after}")
     conn.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload)
+
+
+def _no_delay(sock: socket.socket) -> None:
+    """Forward small writes at once: with Nagle's algorithm on a relay, the second of two small
+    writes (a request's headers, then its body) waits for the peer's delayed ACK, adding ~40 ms
+    that neither end would see on a direct connection."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def start(target_host: str, target_port: int, listen_host: str = "127.0.0.1", latency: float = 0.0,

@@ -33,6 +33,8 @@ MANAGER = "fleetplan"
 MAX_BACKOFF = 10.0  # seconds; the longest wait between retries when the server gives no Retry-After
 _READ_ATTEMPTS = 5
 _RETRIED_READ_STATUSES = (429, 500, 502, 503, 504)
+# Items as PartialObjectMetadata where the server can (every supported version can), else whole.
+_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 Obj = dict[str, Any]
 
 
@@ -104,7 +106,9 @@ class Cluster(Protocol):
     requests: int
 
     def resource_info(self, api_version: str, kind: str) -> ResourceInfo | None: ...
-    def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[Obj]: ...
+    def list(
+        self, api_version: str, kind: str, namespace: str, label_selector: str, *, metadata_only: bool = False
+    ) -> list[Obj]: ...
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None: ...
     def apply(self, body: Mapping[str, Any], *, dry_run: bool = False) -> Obj: ...
     def delete(
@@ -148,12 +152,19 @@ class KubeCluster:
             info = again.get(kind) if again else None
         return info
 
-    def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[Obj]:
+    def list(
+        self, api_version: str, kind: str, namespace: str, label_selector: str, *, metadata_only: bool = False
+    ) -> list[Obj]:
+        """LIST one kind (in one namespace, or everywhere for ""); `metadata_only` asks the server
+        for `PartialObjectMetadata` items (names, labels, uids: what telling objects apart needs),
+        which keeps an unfiltered LIST small."""
         info = self.resource_info(api_version, kind)
         if info is None:
             return []
         query = {"labelSelector": label_selector} if label_selector else {}
-        status, data = self._call("GET", self._path(api_version, info, namespace), query)
+        status, data = self._call(
+            "GET", self._path(api_version, info, namespace), query, accept=_METADATA_LIST if metadata_only else None
+        )
         if status == 404:
             return []
         self._raise_for(status, data, f"list {kind}")
@@ -282,12 +293,13 @@ class KubeCluster:
         *,
         body: str | dict[str, Any] | None = None,  # dict: the client JSON-encodes it; str: sent as is
         content_type: str | None = None,
+        accept: str | None = None,
     ) -> tuple[int, Obj]:
         attempt = 0
         deadline = time.monotonic() + self._timeout  # retries of one read take no longer than one may
         while True:
             try:
-                return self._call_once(method, path, query, body=body, content_type=content_type)
+                return self._call_once(method, path, query, body=body, content_type=content_type, accept=accept)
             except TransientClusterError as err:
                 # Reads are idempotent and planning has no retry loop of its own (apply retries
                 # its steps): retry a throttled or failing GET here. Connection failures are
@@ -308,10 +320,11 @@ class KubeCluster:
         *,
         body: str | dict[str, Any] | None = None,
         content_type: str | None = None,
+        accept: str | None = None,
     ) -> tuple[int, Obj]:
         from kubernetes.client.exceptions import ApiException
 
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept or "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
         with self._lock:

@@ -1,9 +1,13 @@
 """Batched, parallel reads of what fleetplan cares about into a `Snapshot`, and ownership labels.
 
 Invariants:
-- One LIST per (cluster, apiVersion, kind, namespace), filtered by the ownership label selector;
-  a GET only for wanted addresses the LIST did not return (to tell "absent" from "exists but not
-  ours"). A converged fleet is therefore read with LISTs alone.
+- One LIST per (cluster, apiVersion, kind, namespace), filtered by the ownership label selector.
+  Wanted addresses the LIST did not return are looked up to tell "absent" from "exists but not
+  ours": one GET for a single one, one unfiltered metadata-only LIST for several (a first apply of
+  a leader with 200 members' accounts costs one request, not 200). A converged fleet is therefore
+  read with LISTs alone, and a new one with at most two requests per (kind, namespace).
+- An object found only by the metadata-only LIST that does carry the ownership labels (created
+  between the two LISTs) is read whole with a GET, so owned objects are always whole.
 - Clusters are read in parallel, one worker each; within a cluster, requests are sequential so the
   per-cluster request counter is exact.
 - Objects fleetplan owns carry `fleetplan.dev/fleet=<fleet>` and `app.kubernetes.io/managed-by=
@@ -31,6 +35,7 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "fleetplan"
 LINEAGE_ANNOTATION = "fleetplan.dev/lineage"  # the lineage of the state that created the object
 OPERATION_GROUP = "fleetplan.dev"
+_READERS = 64  # clusters read at once; reads wait on the network, so more than the CPUs
 
 
 @dataclass(frozen=True)
@@ -106,7 +111,7 @@ def read_snapshot(
     unowned: dict[Address, Obj] = {}
     requests: dict[str, int] = {}
     if per_cluster:
-        with ThreadPoolExecutor(max_workers=min(32, len(per_cluster))) as pool:
+        with ThreadPoolExecutor(max_workers=min(_READERS, len(per_cluster))) as pool:
             futures = {name: pool.submit(read_one, name) for name in sorted(per_cluster)}
             for name, future in futures.items():
                 try:
@@ -138,10 +143,23 @@ def _read_cluster(
             (o["metadata"].get("namespace", "") if info.namespaced else "", o["metadata"]["name"]): o
             for o in listed
         }
+        missing = [a for a in addresses if (a.namespace, a.name) not in by_name]
+        if len(missing) > 1:
+            others = cluster.list(api_version, kind, namespace if info.namespaced else "", "", metadata_only=True)
+            names = {(a.namespace if info.namespaced else "", a.name) for a in missing}
+            for other in others:
+                meta = other.get("metadata", {})
+                key = (meta.get("namespace", "") if info.namespaced else "", meta.get("name"))
+                if key in names:
+                    by_name[key] = other if not is_owned(other, fleet) else (
+                        cluster.get(api_version, kind, key[0], key[1]) or other
+                    )
+        elif missing:
+            found = cluster.get(api_version, kind, missing[0].namespace, missing[0].name)
+            if found is not None:
+                by_name[(missing[0].namespace, missing[0].name)] = found
         for address in addresses:
             obj = by_name.get((address.namespace, address.name))
-            if obj is None:
-                obj = cluster.get(api_version, kind, address.namespace, address.name)
             if obj is None:
                 continue
             (owned if is_owned(obj, fleet) else unowned)[address] = obj

@@ -52,6 +52,7 @@ def test_bodies_carry_the_state_lineage_and_the_first_state_takes_the_plans(tmp_
     recorder = StateRecorder(store, None, "demo")
     recorder.plan_starting(first)
     recorder.step_starting(step)
+    recorder.before_side_effect(step)  # returns once the intent is written
     saved = store.read()
     assert saved is not None and saved.lineage == "lineage-new"
 

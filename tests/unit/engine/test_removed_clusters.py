@@ -75,20 +75,22 @@ def test_the_recorder_keeps_how_clusters_were_reached_while_they_hold_objects(tm
     store = LocalStateStore(tmp_path / "state.json")
     accesses = {n: ClusterAccess(n, f"/k/{n}", n) for n in ("hub", "west")}
     steps = (Step(KEPT, Action.CREATE, "t", api_version="v1"), Step(GONE, Action.CREATE, "t", api_version="v1"))
-    recorder = StateRecorder(store, None, "demo")
-    recorder.plan_starting(Plan("demo", Mode.NORMAL, steps, None, 0, "", clusters=accesses))
-    recorder.step_starting(steps[0])
-    saved = store.read()
-    assert saved is not None and set(saved.clusters) == {"hub"}  # west holds nothing yet: not written
+    # A plan with steps on hub only: west is reachable but holds nothing, so it is not written.
+    only_hub = StateRecorder(store, None, "demo")
+    only_hub.plan_starting(Plan("demo", Mode.NORMAL, steps[:1], None, 0, "", clusters=accesses))
+    saved = store.read()  # the plan's intents are written before any step starts
+    assert saved is not None and [e.address for e in saved.journal] == [KEPT]
+    assert set(saved.clusters) == {"hub"}
     assert saved.clusters["hub"] == {"name": "hub", "kubeconfig": "/k/hub", "context": "hub", "caSha256": None}
-    recorder.step_starting(steps[1])  # the intent of a step on west is journaled: west is kept from now on
+    # A plan with a step on west journals its intent up front: west is kept from then on.
+    recorder = StateRecorder(store, saved, "demo")
+    recorder.plan_starting(Plan("demo", Mode.NORMAL, steps, saved.lineage, saved.serial, "", clusters=accesses))
     saved = store.read()
     assert saved is not None and set(saved.clusters) == {"hub", "west"}
     assert model.from_dict(json.loads(model.dumps(saved)), source="t").clusters == saved.clusters
     # A later run whose fleet no longer names west keeps how west was reached while it holds objects.
     later = StateRecorder(store, saved, "demo")
     later.plan_starting(Plan("demo", Mode.NORMAL, (steps[0],), None, 0, "", clusters={"hub": accesses["hub"]}))
-    later.step_starting(steps[0])
     again = store.read()
     assert again is not None and again.clusters["west"]["kubeconfig"] == "/k/west"
 

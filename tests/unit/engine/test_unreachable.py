@@ -47,7 +47,8 @@ class GoodCluster:
     def resource_info(self, api_version: str, kind: str) -> ResourceInfo | None:
         return BUILTIN.get((api_version, kind))
 
-    def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[Obj]:
+    def list(self, api_version: str, kind: str, namespace: str, label_selector: str, *,
+             metadata_only: bool = False) -> list[Obj]:
         return [copy.deepcopy(o) for o in self.objects.values()]
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
