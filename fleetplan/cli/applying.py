@@ -185,7 +185,7 @@ def _confirm(mode: Mode) -> None:
     default=DEFAULT_PARALLELISM,
     show_default=True,
     type=click.IntRange(1, 256),
-    help="Steps run at the same time.",
+    help="Steps run at the same time on one cluster; clusters proceed independently (64 at most in all).",
 )
 @click.option(
     "--target", "targets", multiple=True, metavar="ADDR", help="Only this address and its dependencies."
@@ -232,7 +232,8 @@ def apply(
 @file_option
 @click.option("--auto-approve", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--force", is_flag=True, help="Also destroy what lifecycle.preventDestroy protects.")
-@click.option("--parallelism", default=DEFAULT_PARALLELISM, show_default=True, type=click.IntRange(1, 256))
+@click.option("--parallelism", default=DEFAULT_PARALLELISM, show_default=True, type=click.IntRange(1, 256),
+              help="Steps run at the same time on one cluster; clusters proceed independently.")
 @click.option("--json", "as_json", is_flag=True, help="Progress as JSON lines.")
 @click.option("--no-color", is_flag=True, help="Never colour output.")
 @only_option
