@@ -16,8 +16,6 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from deepdiff import DeepDiff
-
 from fleetplan.diff.changes import ABSENT, SENSITIVE, FieldChange
 
 MANAGER = "fleetplan"
@@ -87,6 +85,8 @@ def diff_values(
     sensitive, ignored = tuple(sensitive_paths), tuple(ignore_paths) + tuple(_IGNORED)
     if isinstance(before, Mapping) and not before and isinstance(after, Mapping):
         return _all_added(after, sensitive, ignored)
+    from deepdiff import DeepDiff  # here: a converged or new fleet never needs it (~50 ms to import)
+
     result = DeepDiff(
         before, after, ignore_order=False, view="tree", verbose_level=2, threshold_to_diff_deeper=0
     )
