@@ -5,7 +5,9 @@ Invariants:
   Wanted addresses the LIST did not return are looked up to tell "absent" from "exists but not
   ours": one GET for a single one, one unfiltered metadata-only LIST for several (a first apply of
   a leader with 200 members' accounts costs one request, not 200). A converged fleet is therefore
-  read with LISTs alone, and a new one with at most two requests per (kind, namespace).
+  read with LISTs alone, and a new one with at most two requests per (kind, namespace). Nothing
+  is read in a wanted Namespace that was found absent (read first): a new member costs two
+  requests, not two per kind.
 - An object found only by the metadata-only LIST that does carry the ownership labels (created
   between the two LISTs) is read whole with a GET, so owned objects are always whole.
 - Clusters are read in parallel, one worker each; within a cluster, requests are sequential so the
@@ -134,7 +136,11 @@ def _read_cluster(
         batches[(api_version, address.kind, address.namespace)].append(address)
     owned: dict[Address, Obj] = {}
     unowned: dict[Address, Obj] = {}
-    for (api_version, kind, namespace), addresses in sorted(batches.items()):
+    absent_namespaces: set[str] = set()
+    # Namespaces first: nothing can exist in a wanted namespace that does not.
+    for (api_version, kind, namespace), addresses in sorted(batches.items(), key=_namespaces_first):
+        if namespace in absent_namespaces:
+            continue
         info = cluster.resource_info(api_version, kind)
         if info is None:  # the type is not served yet (its CRD is still to be created)
             continue
@@ -161,9 +167,16 @@ def _read_cluster(
         for address in addresses:
             obj = by_name.get((address.namespace, address.name))
             if obj is None:
+                if (api_version, kind) == ("v1", "Namespace"):
+                    absent_namespaces.add(address.name)
                 continue
             (owned if is_owned(obj, fleet) else unowned)[address] = obj
     return owned, unowned
+
+
+def _namespaces_first(batch: tuple[tuple[str, str, str], list[Address]]) -> tuple[bool, tuple[str, str, str]]:
+    key = batch[0]
+    return (key[:2] != ("v1", "Namespace"), key)
 
 
 def _version_of(obj: Mapping[str, Any], *, owned: bool) -> str:

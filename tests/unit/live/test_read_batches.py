@@ -101,3 +101,41 @@ def test_an_owned_object_seen_only_in_the_metadata_list_is_read_whole() -> None:
     assert cluster.calls == [("list", reading.selector(FLEET)), ("list-metadata", ""), ("get", "new2")]
     owned = snapshot.owned[Address("c1", "", "ConfigMap", "ns", "new2")]
     assert owned["data"] == {"k": "new2"} and owned["kind"] == "ConfigMap"
+
+
+class TwoKinds(CountingCluster):
+    """Also serves Namespaces (cluster-scoped): `namespaces` are the ones that exist."""
+
+    def __init__(self, objects: list[Obj], namespaces: list[str]) -> None:
+        super().__init__(objects)
+        self.namespaces = namespaces
+
+    def list(self, api_version: str, kind: str, namespace: str, label_selector: str, *,
+             metadata_only: bool = False) -> list[Obj]:
+        if kind != "Namespace":
+            return super().list(api_version, kind, namespace, label_selector, metadata_only=metadata_only)
+        self.requests += 1
+        self.calls.append(("list Namespace", label_selector))
+        return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "uid": n, "labels": OURS}}
+                for n in self.namespaces]
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
+        if kind == "Namespace":
+            self.requests += 1
+            self.calls.append(("get Namespace", name))
+            return None
+        return super().get(api_version, kind, namespace, name)
+
+
+def test_nothing_is_read_in_a_wanted_namespace_that_does_not_exist() -> None:
+    wanted = {Address("c1", "", "Namespace", "", "ns"): "v1", **_wanted("a", "b")}
+    cluster = TwoKinds([], namespaces=[])
+    snapshot, _ = reading.read_snapshot({"c1": cluster}, FLEET, wanted)
+    assert cluster.calls == [("list Namespace", reading.selector(FLEET)), ("get Namespace", "ns")]
+    assert not snapshot.owned and not snapshot.unowned
+    # once the namespace exists, what is in it is read as usual
+    present = TwoKinds([_obj("a", OURS)], namespaces=["ns"])
+    snapshot, _ = reading.read_snapshot({"c1": present}, FLEET, wanted)
+    assert present.calls == [("list Namespace", reading.selector(FLEET)), ("list", reading.selector(FLEET)),
+                             ("get", "b")]
+    assert {a.name for a in snapshot.owned} == {"ns", "a"}
