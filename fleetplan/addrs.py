@@ -33,9 +33,24 @@ class Address:
                 raise FleetplanError(f"invalid address part {field}={value!r}",
                                      hint="address parts are DNS-style names without '/'")
 
+    # Addresses key every dict of a run (graph, plan, state, walker) and never change: the hash
+    # and the string form are computed once (stored beside the fields, not as fields).
+    def __hash__(self) -> int:
+        try:
+            return self._hash  # type: ignore[attr-defined,no-any-return]
+        except AttributeError:
+            value = hash((self.cluster, self.group, self.kind, self.namespace, self.name))
+            object.__setattr__(self, "_hash", value)
+            return value
+
     def __str__(self) -> str:
-        return "/".join((self.cluster, self.group or CORE, self.kind,
-                         self.namespace or CLUSTER_SCOPED, self.name))
+        try:
+            return self._text  # type: ignore[attr-defined,no-any-return]
+        except AttributeError:
+            text = "/".join((self.cluster, self.group or CORE, self.kind, self.namespace or CLUSTER_SCOPED,
+                             self.name))
+            object.__setattr__(self, "_text", text)
+            return text
 
     @classmethod
     def parse(cls, text: str) -> Address:
