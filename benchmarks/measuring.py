@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -59,6 +60,32 @@ def measure(argv: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None
         text = out.read().decode(errors="replace")
     return Measurement(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0,
                        os.waitstatus_to_exitcode(status), text[-4000:])
+
+
+def processes_cpu_s(marker: str) -> float:
+    """CPU time (user + system, seconds) used so far by the live processes whose command line
+    contains `marker` (the lab's directory: its API servers, etcds, controllers, kwok)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if marker.encode() not in handle.read():
+                    continue
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return total / tick
+
+
+def self_cpu_s() -> float:
+    """CPU time of this process (the harness and the latency proxies' threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def fleetplan_env() -> dict[str, str]:

@@ -97,6 +97,15 @@ def render_table(startup: Sequence[Any], cpu: Any, scale: Sequence[Any], targets
         kinds = ", ".join(f"{k} {v:g}" for k, v in sorted(r.requests_by_kind.items()))
         lines.append(f"  N={r.members}: no-op plan requests per member cluster: {kinds}; leader: "
                      f"{r.leader_requests}")
+    cores = os.cpu_count() or 1
+    for r in scale:
+        if not r.cold_apply_lab_cpu_s:
+            continue
+        floor = r.cold_apply_machine_cpu_s / cores
+        lines.append(f"  N={r.members}: CPU used during the cold apply: fleetplan {r.cold_apply_cpu_s:.1f} s, lab "
+                     f"{r.cold_apply_lab_cpu_s:.1f} s, latency proxies {r.cold_apply_proxy_cpu_s:.1f} s = "
+                     f"{r.cold_apply_machine_cpu_s:.1f} s on {cores} cores: this work cannot take less than "
+                     f"{floor:.1f} s here, so the ratio cannot pass {r.baseline_apply_s / floor:.1f}x")
     lines += ["", f"Pure CPU, {cpu.members} members ({cpu.resources} resources) in memory: render "
               f"{cpu.render_s:.2f} s, graph {cpu.graph_s:.2f} s, cold plan {cpu.cold_plan_s:.2f} s, converged plan "
               f"{cpu.converged_plan_s:.2f} s; graph + slower plan {cpu.plan_cpu_s:.2f} s, with rendering "

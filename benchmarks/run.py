@@ -42,7 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from baseline import baseline_name, write_scripts  # noqa: E402
-from measuring import ROOT, Measurement, measure, measure_fleetplan  # noqa: E402
+from measuring import ROOT, Measurement, measure, measure_fleetplan, processes_cpu_s, self_cpu_s  # noqa: E402
 from planning_cpu import CpuResult, measure_planning  # noqa: E402
 from reporting import machine_facts, render_table, targets_for, write_doc  # noqa: E402
 from scalefleet import LEADER, endpoints_for, remove, write_fleet  # noqa: E402
@@ -68,6 +68,12 @@ class ScaleResult:
     baseline_apply_s: float
     baseline_apply_cpu_s: float
     baseline_diff_s: float
+    cold_apply_lab_cpu_s: float = 0.0  # the lab's processes during fleetplan's cold apply
+    cold_apply_proxy_cpu_s: float = 0.0  # the latency proxies (this process) during it
+
+    @property
+    def cold_apply_machine_cpu_s(self) -> float:
+        return self.cold_apply_cpu_s + self.cold_apply_lab_cpu_s + self.cold_apply_proxy_cpu_s
 
     @property
     def apply_ratio(self) -> float:
@@ -142,8 +148,10 @@ def _scale_run(lab: Any, kubectl: str, count: int, repeats: int, latency: float)
         _say(f"N={count}: kubectl baseline, cold apply ({count + 1} clusters, one after another)")
         base_apply = _checked(measure(["bash", str(apply_script)], root), "baseline apply")
         _say(f"N={count}: fleetplan cold apply")
+        lab_before, proxies_before = processes_cpu_s(str(lab.dir)), self_cpu_s()
         cold = _checked(measure_fleetplan(["apply", "--auto-approve", "--only", "resources"], root),
                         "fleetplan apply")
+        lab_cpu, proxy_cpu = processes_cpu_s(str(lab.dir)) - lab_before, self_cpu_s() - proxies_before
         plans: list[Measurement] = []
         for i in range(repeats):
             _say(f"N={count}: fleetplan no-op plan ({i + 1}/{repeats})")
@@ -174,6 +182,7 @@ def _scale_run(lab: Any, kubectl: str, count: int, repeats: int, latency: float)
         leader_requests=sum(median_plan.requests.get(LEADER, {}).values()),
         baseline_apply_s=base_apply.wall_s, baseline_apply_cpu_s=base_apply.cpu_s,
         baseline_diff_s=base_diff.wall_s,
+        cold_apply_lab_cpu_s=lab_cpu, cold_apply_proxy_cpu_s=proxy_cpu,
     )
 
 
