@@ -5,6 +5,11 @@ recorded objects (reached the way the state recorded, `State.clusters`, so their
 deleted, not orphaned), builds the graph, makes one batched read, runs the stack's read-only
 preflight probes, and hands the snapshot and a dry-run function to `deciding.decide`.
 
+The server-side dry-runs `decide` asks for run in parallel, as the reads do (at most
+`_DRY_RUNS_PER_CLUSTER` at once on one cluster): `decide` is pure, so it runs once with a dry-run
+that only notes what is asked, the dry-runs run together, and `decide` runs again on their results.
+A plan that changes every member therefore takes a few round trips, not one per changed object.
+
 A cluster that cannot be connected or read does not stop the plan (DESIGN section 5): it is
 recorded in `Snapshot.unreachable`, its steps are unknown (`unknowns`), the reason is an error in
 `Plan.errors`, and the other clusters are planned as usual.
@@ -12,8 +17,11 @@ recorded in `Snapshot.unreachable`, its steps are unknown (`unknowns`), the reas
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from fleetplan.addrs import Address
@@ -26,6 +34,9 @@ from fleetplan.plan.deciding import Options, decide
 from fleetplan.plan.model import Plan
 from fleetplan.stacks.desired import DesiredFleet, Ref
 from fleetplan.state.model import State
+
+_DRY_RUNS_PER_CLUSTER = 10
+_DRY_RUN_WORKERS = 64
 
 
 def plan_fleet(
@@ -48,10 +59,7 @@ def plan_fleet(
         snapshot = replace(snapshot, unreachable={**snapshot.unreachable, **retired_problems})
     readable = {n: c for n, c in clusters.items() if n not in snapshot.unreachable}
 
-    def dry_run(address: Address, body: Obj) -> Obj:
-        return clusters[address.cluster].apply(body, dry_run=True)
-
-    plan = decide(desired, graph, state, snapshot, dry_run, options)
+    plan = _decided(desired, graph, state, snapshot, clusters, options)
     return replace(
         plan,
         warnings=(*preflight_warnings(desired, readable), *plan.warnings),
@@ -59,6 +67,54 @@ def plan_fleet(
         read_set=tuple(sorted(wanted.items(), key=lambda item: str(item[0]))),
         clusters=dict(accesses or {}),
     )
+
+
+def _decided(
+    desired: DesiredFleet,
+    graph: ResourceGraph,
+    state: State | None,
+    snapshot: reading.Snapshot,
+    clusters: Mapping[str, Cluster],
+    options: Options,
+) -> Plan:
+    now = time.time()
+    asked: dict[Address, Obj] = {}
+
+    def note(address: Address, body: Obj) -> Obj:
+        asked[address] = body
+        return body
+
+    first = decide(desired, graph, state, snapshot, note, options, now)
+    if not asked:
+        return first
+    results = _dry_runs(clusters, asked)
+
+    def answered(address: Address, body: Obj) -> Obj:
+        result = results.get(address) if asked.get(address) == body else None
+        if result is None:  # not asked in the first pass (never expected): ask now
+            result = clusters[address.cluster].apply(body, dry_run=True)
+        if isinstance(result, ClusterError):
+            raise result
+        return result
+
+    return decide(desired, graph, state, snapshot, answered, options, now)
+
+
+def _dry_runs(clusters: Mapping[str, Cluster], asked: Mapping[Address, Obj]) -> dict[Address, Obj | ClusterError]:
+    """Every dry-run at once, at most `_DRY_RUNS_PER_CLUSTER` per cluster; a ClusterError is the
+    answer for its address (raised where `decide` asks, as a sequential dry-run would be)."""
+    gates = {name: threading.BoundedSemaphore(_DRY_RUNS_PER_CLUSTER) for name in {a.cluster for a in asked}}
+
+    def one(address: Address, body: Obj) -> Obj | ClusterError:
+        with gates[address.cluster]:
+            try:
+                return clusters[address.cluster].apply(body, dry_run=True)
+            except ClusterError as err:
+                return err
+
+    with ThreadPoolExecutor(max_workers=min(_DRY_RUN_WORKERS, len(asked))) as pool:
+        futures = {address: pool.submit(one, address, body) for address, body in asked.items()}
+        return {address: future.result() for address, future in futures.items()}
 
 
 def preflight_warnings(desired: DesiredFleet, clusters: Mapping[str, Cluster]) -> tuple[Diagnostic, ...]:
