@@ -26,6 +26,7 @@ import socketserver
 import sys
 import threading
 import time
+from typing import Protocol
 
 _MAX_HEADER = 16 * 1024
 
@@ -41,7 +42,12 @@ def translate(address: str, source: ipaddress.IPv4Network, target: ipaddress.IPv
     return str(target.network_address + (int(ip) - int(source.network_address)))
 
 
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
+class Readable(Protocol):
+    def recv(self, size: int, /) -> bytes: ...
+
+
+def pipe(src: Readable, dst: socket.socket) -> None:
+    """Copy `src` to `dst` until `src` ends (or either fails), then end `dst`'s sending side."""
     try:
         while data := src.recv(65536):
             dst.sendall(data)
@@ -81,9 +87,9 @@ class _ConnectHandler(socketserver.BaseRequestHandler):
         upstream.settimeout(None)
         self.server.log(f"CONNECT {parts[1]} -> {twin}:{port}")
         conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        back = threading.Thread(target=_pipe, args=(upstream, conn), daemon=True)
+        back = threading.Thread(target=pipe, args=(upstream, conn), daemon=True)
         back.start()
-        _pipe(conn, upstream)
+        pipe(conn, upstream)
         back.join()
         upstream.close()
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan.errors import LabError
+from fleetplan.lab.egress import pipe
 from fleetplan.lab.pki import CertificateAuthority, write_private
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization",
@@ -287,46 +288,22 @@ class ProxyHandle:
                 upstream.close()
 
     def _pump(self, src: socket.socket, dst: socket.socket, delay: bool) -> None:
-        if delay and self._faults.latency:
-            self._pump_delayed(src, dst)
+        latency = self._faults.latency if delay else 0.0
+        if not latency:
+            pipe(src, dst)
             return
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                dst.shutdown(socket.SHUT_WR)
-
-    def _pump_delayed(self, src: socket.socket, dst: socket.socket) -> None:
-        """Forward each chunk `latency` after it arrived, in order: a link's delay, not a queue of
-        delays (the headers and the body of one request written separately arrive together)."""
-        chunks: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
-
-        def forward() -> None:
-            try:
-                while (item := chunks.get())[1]:
-                    due, data = item
-                    wait = due - time.monotonic()
-                    if wait > 0:
-                        time.sleep(wait)
-                    dst.sendall(data)
-            except OSError:
-                pass
-            finally:
-                with contextlib.suppress(OSError):
-                    dst.shutdown(socket.SHUT_WR)
-
-        sender = threading.Thread(target=forward, daemon=True)
+        # Each chunk goes on `latency` after it arrived, in order: a link's delay, not a queue of
+        # delays (a request's headers and body, written one after the other, arrive together).
+        delayed = _Delayed()
+        sender = threading.Thread(target=pipe, args=(delayed, dst), daemon=True)
         sender.start()
         try:
             while data := src.recv(65536):
-                chunks.put((time.monotonic() + self._faults.latency, data))
+                delayed.chunks.put((time.monotonic() + latency, data))
         except OSError:
             pass
         finally:
-            chunks.put((0.0, b""))
+            delayed.chunks.put((0.0, b""))  # the end
             sender.join()
 
     # -- HTTPS-terminating mode ---------------------------------------------------------------
@@ -443,6 +420,20 @@ def _send_status(conn: ssl.SSLSocket, faults: Faults) -> None:
     if faults.retry_after is not None:
         head.append(f"Retry-After: {faults.retry_after}")
     conn.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload)
+
+
+class _Delayed:
+    """A `recv` that returns what the relay put in, each chunk not before its due time."""
+
+    def __init__(self) -> None:
+        self.chunks: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
+
+    def recv(self, size: int, /) -> bytes:
+        due, data = self.chunks.get()
+        wait = due - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        return data
 
 
 def _no_delay(sock: socket.socket) -> None:
