@@ -6,11 +6,13 @@ and how to lay out a `stack: none` fleet of the generic `resources` stack over l
   behind a test's back (debug tracebacks, kill points, an ambient KUBECONFIG).
 - `run_cli(*args, cwd=...)`: run it and, unless `check=None`, assert its exit code.
 - `manifests(ns, color, *parts)`: YAML for any of a Namespace, ConfigMap (`data.color`), ServiceAccount,
-  Deployment, Role and RoleBinding, all in namespace `ns`.
+  Deployment, Role and RoleBinding, all in namespace `ns`; `template(*parts)` is the same text
+  before `ns` and `color` are filled in, for suites that hand a template around.
 - `fleet_yaml(...)` / `ResourcesFleet`: a fleet file whose leader is the first given cluster and
   members the rest, with `spec.resources` pointing at `./extras/`, where `write_manifests` puts the
   application (APP_PARTS) and optionally its RBAC (RBAC_PARTS): 6 objects per cluster, all in the
-  fleet's own namespace `<name>-ns`.
+  fleet's own namespace `<name>-ns`. A fleet file may instead name the Antrea stack, for suites
+  that narrow their engine commands to `--only resources` (`ResourcesFleet.arguments`).
 
 Invariants: every fleet gets a fresh unique name, so its ownership label, namespace and state file
 are its own and tests never see each other's objects; nothing is written outside `root`.
@@ -26,18 +28,35 @@ import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kit.netguard import strip_proxies
 
 ROOT = Path(__file__).resolve().parents[2]
 MIRROR = Path(os.environ.get("FLEETPLAN_MIRROR") or ROOT.parent / "shared" / "upstream").resolve()
 # Variables a test must set itself when it wants them: inherited, they would change what the CLI does.
-CLI_DROPPED = ("FLEETPLAN_DEBUG", "FLEETPLAN_TEST_KILL_AT", "KUBECONFIG")
+CLI_DROPPED = ("FLEETPLAN_DEBUG", "FLEETPLAN_TEST_KILL_AT", "FLEETPLAN_TEST_HOOKS", "KUBECONFIG")
 # Every kind the manifests below create, plus Secret (token Secrets a stack may add).
 OWNED_KINDS = (("v1", "Namespace"), ("v1", "ConfigMap"), ("v1", "ServiceAccount"), ("v1", "Secret"),
                ("rbac.authorization.k8s.io/v1", "Role"), ("rbac.authorization.k8s.io/v1", "RoleBinding"),
                ("apps/v1", "Deployment"))
+
+# A one-replica Deployment named NAME (its app label and image too); POD stands for extra lines of
+# its pod spec. Written once so that the Deployments below differ only where they mean to.
+_DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: NAME, namespace: {ns}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: NAME}}}}
+  template:
+    metadata: {{labels: {{app: NAME}}}}
+    spec:
+POD      containers: [{{name: NAME, image: "registry.example/NAME:1.0"}}]
+"""
+# A pod spec no node can satisfy: the Deployment never becomes available, so an apply waits on it.
+_NO_NODE = '      nodeSelector: {{fleetplan.dev/no-such-node: "true"}}\n'
 
 # One YAML document per part; `manifests(ns, color, *parts)` joins the ones a test wants.
 PARTS = {
@@ -52,23 +71,21 @@ kind: ConfigMap
 metadata: {{name: settings, namespace: {ns}}}
 data: {{color: {color}, size: "3"}}
 """,
+    # The controller suites' smaller ConfigMap: the same name, `data.color` only.
+    "configmap-color": """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {ns}}}
+data: {{color: {color}}}
+""",
     "serviceaccount": """\
 apiVersion: v1
 kind: ServiceAccount
 metadata: {{name: robot, namespace: {ns}}}
 """,
-    "deployment": """\
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: web}}}}
-  template:
-    metadata: {{labels: {{app: web}}}}
-    spec:
-      containers: [{{name: web, image: "registry.example/web:1.0"}}]
-""",
+    "deployment": _DEPLOYMENT.replace("NAME", "web").replace("POD", ""),
+    # `stuck`: selects no node, so it never becomes available (keeps an apply waiting).
+    "deployment-unschedulable": _DEPLOYMENT.replace("NAME", "stuck").replace("POD", _NO_NODE),
     "role": """\
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -87,9 +104,15 @@ APP_PARTS = ("namespace", "configmap", "serviceaccount", "deployment")
 RBAC_PARTS = ("role", "rolebinding")
 
 
+def template(*parts: str) -> str:
+    """The named PARTS (all of APP_PARTS when none are named) as one multi-document YAML template,
+    to be filled with `.format(ns=..., color=...)`."""
+    return "---\n".join(PARTS[p] for p in (parts or APP_PARTS))
+
+
 def manifests(ns: str, color: str = "blue", *parts: str) -> str:
     """The named PARTS (all of APP_PARTS when none are named) as one multi-document YAML text."""
-    return "---\n".join(PARTS[p].format(ns=ns, color=color) for p in (parts or APP_PARTS))
+    return template(*parts).format(ns=ns, color=color)
 
 
 def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -100,6 +123,8 @@ def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("FLEETPLAN_MIRROR", str(MIRROR))
     env.update(extra or {})
+    if "FLEETPLAN_TEST_KILL_AT" in env:  # the kill switch acts only with test hooks switched on
+        env["FLEETPLAN_TEST_HOOKS"] = "1"
     return env
 
 
@@ -124,24 +149,30 @@ def _ref(cluster: Any, kubeconfigs: Mapping[str, str]) -> str:
 
 
 def fleet_yaml(name: str, clusters: Sequence[Any], *, kubeconfigs: Mapping[str, str] | None = None,
-               wait_timeout: str = "60s", resources_path: str = "./extras/") -> str:
-    """A `stack: none` fleet: `clusters[0]` leads, the rest are members; `kubeconfigs` overrides
-    the kubeconfig path of any cluster by name (a broken or hostile one, say)."""
+               wait_timeout: str = "60s", resources_path: str = "./extras/",
+               stack: Literal["none", "antrea"] = "none", state: str | None = None) -> str:
+    """A fleet of `stack` (`none` by default): `clusters[0]` leads, the rest are members;
+    `kubeconfigs` overrides the kubeconfig path of any cluster by name (a broken or hostile one, say).
+
+    `stack="antrea"` names Antrea v2.2.0 with the cluster set `<name>-set`, for suites that run the
+    engine with `--only resources`; `state` is a YAML flow mapping for `spec.state` (a backend)."""
     leader, members = clusters[0], clusters[1:]
     overrides = dict(kubeconfigs or {})
     member_lines = "".join(f"\n    - {_ref(m, overrides)}" for m in members)
+    main = f"\n  version: v2.2.0\n  clusterSet: {{name: {name}-set}}" if stack == "antrea" else ""
+    state_line = f"  state: {state}\n" if state else ""
     return f"""\
 apiVersion: fleetplan.dev/v1alpha1
 kind: Fleet
 metadata: {{name: {name}}}
 spec:
-  stack: none
+  stack: {stack}{main}
   leader: {_ref(leader, overrides)}
   members:{member_lines if members else " []"}
   wait: {{timeout: {wait_timeout}}}
   resources:
     - {{clusters: all, path: {resources_path}}}
-"""
+{state_line}"""
 
 
 class ResourcesFleet:
@@ -149,9 +180,12 @@ class ResourcesFleet:
 
     `lab_clusters` are the LabClusters (c1 leads), `clusters` maps their names to fleetplan.live
     KubeClusters for checks, `owned_live()` maps the `Address` of every object carrying the fleet's
-    ownership label to its uid, `state()` is the local state file's content."""
+    ownership label to its uid, `state()` is the local state file's content. A subclass may name
+    another main stack (`stack`) and narrow every command it runs by overriding `arguments`."""
 
     OBJECTS_PER_CLUSTER = 6  # with RBAC; 4 without
+
+    stack: Literal["none", "antrea"] = "none"
 
     def __init__(self, root: Path, lab: Any, *, prefix: str = "f", kubeconfigs: Mapping[str, str] | None = None,
                  wait_timeout: str = "60s", color: str = "blue", rbac: bool = True) -> None:
@@ -173,7 +207,7 @@ class ResourcesFleet:
 
     def write_fleet(self) -> None:
         self.fleet_file.write_text(fleet_yaml(self.name, self.lab_clusters, kubeconfigs=self.kubeconfigs,
-                                              wait_timeout=self.wait_timeout))
+                                              wait_timeout=self.wait_timeout, stack=self.stack))
 
     def write_manifests(self, *, color: str, rbac: bool = True) -> None:
         (self.root / "extras" / "app.yaml").write_text(manifests(self.ns, color, *APP_PARTS))
@@ -192,12 +226,16 @@ class ResourcesFleet:
     def state_path(self) -> Path:
         return self.root / "state" / f"{self.name}.json"
 
+    def arguments(self, args: Sequence[str]) -> list[str]:
+        """The CLI arguments `command` and `run` use for `args` (unchanged here)."""
+        return list(args)
+
     def command(self, *args: str) -> list[str]:
-        return cli(*args)
+        return cli(*self.arguments(args))
 
     def run(self, *args: str, check: int | None = 0, env: Mapping[str, str] | None = None,
             timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return run_cli(*args, cwd=self.root, check=check, env=env, timeout=timeout)
+        return run_cli(*self.arguments(args), cwd=self.root, check=check, env=env, timeout=timeout)
 
     def plan_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = json.loads(self.run("plan", "--json").stdout)
