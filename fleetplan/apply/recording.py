@@ -17,8 +17,9 @@ Invariants (DESIGN section 5):
   A record not yet written when the process dies leaves its entry in the journal (the same case
   as a kill between the side effect and the record). Each persist is atomic and bumps the serial
   (the store does both).
-- A write that fails is raised to whoever waits for it and by `plan_finished`; the first write
-  (the plan's intents) happens in `plan_starting`, so if it fails no step starts.
+- A write that fails is raised to whoever waits for it, to every step about to start (so nothing
+  more starts once the state cannot be written) and by `plan_finished`; the first write (the
+  plan's intents) happens in `plan_starting`, so if it fails no step starts.
 - Only hashes of secret outputs are recorded.
 - How each cluster was reached (`plan.clusters`: paths and names, no credentials) is recorded for
   the clusters that hold recorded or journaled objects, so a later plan can still delete objects
@@ -104,6 +105,8 @@ class StateRecorder(Hook):
 
     def before_side_effect(self, step: Step) -> None:
         with self._cond:
+            if self._error is not None:  # the state cannot be written: start nothing more
+                raise self._error
             late = step.address in self._late
         if late:
             self.flush()

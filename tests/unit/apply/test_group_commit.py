@@ -176,3 +176,25 @@ def test_parallelism_is_per_cluster_and_clusters_proceed_together() -> None:
     assert peak == {"c0": 2, "c1": 2, "c2": 2, "c3": 2}  # never more than 2 on one cluster
     assert peak_total[0] == 8  # and the four clusters at the same time
     assert started[steps[5].address] >= ended[steps[0].address]
+
+
+def test_once_a_record_cannot_be_written_no_further_step_starts() -> None:
+    class FailsLater(MemoryStore):
+        def persist(self, state: State) -> State:
+            if self.writes:  # the plan's intents were written; the first record write fails
+                raise StateError("cannot write state: disk full")
+            return super().persist(state)
+
+    started: list[Address] = []
+
+    class Recording(Executor):
+        def execute(self, step: Step, progress: Callable[[str], None]) -> Result:
+            started.append(step.address)
+            return super().execute(step, progress)
+
+    store = FailsLater()
+    plan = _plan(5, deps=lambda i: (_address(i - 1),) if i else ())  # a chain: one step at a time
+    with pytest.raises(StateError, match="disk full"):
+        walk_plan(plan, Recording(pause=0.05), StateRecorder(store, None, "demo", interval=0.0), parallelism=1)
+    assert len(started) <= 2  # the run stopped once the first record write failed
+    assert {e.address for e in store.writes[0].journal} == {s.address for s in plan.steps}  # all re-read next time
