@@ -1,28 +1,29 @@
 """Helpers for the reliability suite: a fleet in a temp dir driven through the real CLI, the
 end-state checks every crash and fault test shares, and the results the report is made from.
 
-`ResourcesFleet` is the generic `resources` stack on the lab's 3 clusters (c1 leader, c2 and c3
-members): a namespace, ConfigMap, ServiceAccount, Deployment, Role and RoleBinding on each, 18
-objects in all, each carrying the fleet's ownership label. Each fleet has a unique name, so tests
-never see each other's objects.
+`ResourcesFleet` is the shared kit's fleet (`kit.fleets`) on the lab's 3 clusters (c1 leader, c2
+and c3 members): a namespace, ConfigMap, ServiceAccount, Deployment, Role and RoleBinding on each,
+18 objects in all, each carrying the fleet's ownership label. Here its fleet file names the Antrea
+stack and every engine command is narrowed to the `resources` stack (`with_only`), and the 6
+objects of a cluster are one file, `extras/app.yaml`. Each fleet has a unique name, so tests never
+see each other's objects. `cli_env`, `ROOT` and `OWNED_KINDS` are the kit's.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import uuid
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-ROOT = Path(__file__).resolve().parents[2]
+from kit import fleets
+from kit.fleets import APP_PARTS, OWNED_KINDS, RBAC_PARTS, manifests
+from kit.fleets import ROOT as ROOT
+from kit.fleets import cli_env as cli_env
+
 FULL = bool(os.environ.get("FLEETPLAN_FULL"))
-OWNED_KINDS = [("v1", "Namespace"), ("v1", "ConfigMap"), ("v1", "ServiceAccount"), ("v1", "Secret"),
-               ("rbac.authorization.k8s.io/v1", "Role"), ("rbac.authorization.k8s.io/v1", "RoleBinding"),
-               ("apps/v1", "Deployment")]
 
 # category -> list of result rows (dicts); the session-finish hook in conftest.py writes the report.
 RESULTS: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -34,146 +35,29 @@ def record(category: str, **row: Any) -> dict[str, Any]:
     return row
 
 
-APP = """\
-apiVersion: v1
-kind: Namespace
-metadata: {{name: {ns}}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: settings, namespace: {ns}}}
-data: {{color: {color}, size: "3"}}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {{name: robot, namespace: {ns}}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: web}}}}
-  template:
-    metadata: {{labels: {{app: web}}}}
-    spec:
-      containers: [{{name: web, image: "registry.example/web:1.0"}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: reader, namespace: {ns}}}
-rules: [{{apiGroups: [""], resources: [configmaps], verbs: [get, list]}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: robot-reads, namespace: {ns}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}}
-subjects: [{{kind: ServiceAccount, name: robot, namespace: {ns}}}]
-"""
-
-
-def with_only(args: tuple[str, ...] | list[str]) -> list[str]:
+def with_only(args: Sequence[str]) -> list[str]:
     """Engine commands are narrowed to the `resources` stack (the fleet file names a main stack)."""
     return [*args, "--only", "resources"] if args and args[0] in ("plan", "apply", "destroy", "graph") else list(args)
 
 
-def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    for name in ("FLEETPLAN_DEBUG", "FLEETPLAN_TEST_KILL_AT", "FLEETPLAN_TEST_HOOKS", "KUBECONFIG"):
-        env.pop(name, None)
-    env.update(extra or {})
-    if "FLEETPLAN_TEST_KILL_AT" in env:  # the kill switch acts only with test hooks switched on
-        env["FLEETPLAN_TEST_HOOKS"] = "1"
-    return env
+class ResourcesFleet(fleets.ResourcesFleet):
+    """The kit's resources fleet with the Antrea stack named in its fleet file, its engine commands
+    narrowed by `with_only`, and per-cluster kubeconfig overrides."""
 
+    stack: Literal["none", "antrea"] = "antrea"
 
-class ResourcesFleet:
-    """A `resources`-stack fleet over lab clusters, with per-cluster kubeconfig overrides."""
-
-    OBJECTS_PER_CLUSTER = 6
-
-    def __init__(self, root: Path, lab: Any, kubeconfigs: dict[str, str] | None = None,
+    def __init__(self, root: Path, lab: Any, kubeconfigs: Mapping[str, str] | None = None,
                  wait_timeout: str = "60s", prefix: str = "r") -> None:
-        self.root = root
-        self.lab = lab
-        self.name = prefix + uuid.uuid4().hex[:8]
-        self.ns = self.name + "-ns"
-        self.cluster_names = [c.name for c in lab.clusters[:3]]
-        self.kubeconfigs = {c.name: c.kubeconfig for c in lab.clusters[:3]} | (kubeconfigs or {})
-        self.wait_timeout = wait_timeout
-        (root / "extras").mkdir(parents=True, exist_ok=True)
-        self.write_fleet()
-        self.write_manifests(color="blue")
+        super().__init__(root, lab, prefix=prefix, kubeconfigs=kubeconfigs, wait_timeout=wait_timeout)
 
-    def write_fleet(self) -> None:
-        c = self.lab.clusters
-        members = "\n".join(
-            f"    - {{name: {m.name}, kubeconfig: {self.kubeconfigs[m.name]}, context: {m.context}}}" for m in c[1:3])
-        (self.root / "fleet.yaml").write_text(f"""\
-apiVersion: fleetplan.dev/v1alpha1
-kind: Fleet
-metadata: {{name: {self.name}}}
-spec:
-  stack: antrea
-  version: v2.2.0
-  clusterSet: {{name: {self.name}-set}}
-  leader: {{name: {c[0].name}, kubeconfig: {self.kubeconfigs[c[0].name]}, context: {c[0].context}}}
-  members:
-{members}
-  wait: {{timeout: {self.wait_timeout}}}
-  resources:
-    - {{clusters: all, path: ./extras/}}
-""")
+    def write_manifests(self, *, color: str, rbac: bool = True) -> None:
+        """The application and (with `rbac`) its RBAC, all in one file, `extras/app.yaml`."""
+        parts = (*APP_PARTS, *RBAC_PARTS) if rbac else APP_PARTS
+        (self.root / "extras" / "app.yaml").write_text(manifests(self.ns, color, *parts))
+        self.rbac = rbac
 
-    def write_manifests(self, *, color: str) -> None:
-        (self.root / "extras" / "app.yaml").write_text(APP.format(ns=self.ns, color=color))
-
-    @property
-    def expected_count(self) -> int:
-        return self.OBJECTS_PER_CLUSTER * len(self.cluster_names)
-
-    @property
-    def state_path(self) -> Path:
-        return self.root / "state" / f"{self.name}.json"
-
-    def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "fleetplan", *with_only(args)]
-
-    def run(self, *args: str, check: int | None = 0, env: dict[str, str] | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(self.command(*args), cwd=self.root, env=cli_env(env), capture_output=True,
-                              text=True, timeout=timeout)
-        if check is not None:
-            assert done.returncode == check, f"{args}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
-        return done
-
-    def state(self) -> dict[str, Any]:
-        return json.loads(self.state_path.read_text()) if self.state_path.exists() else {"resources": [],
-                                                                                         "journal": []}
-
-    def clients(self) -> dict[str, Any]:
-        from fleetplan.live.clusters import KubeCluster
-        from fleetplan.live.kubeconfigs import ClusterAccess
-
-        return {c.name: KubeCluster(ClusterAccess(c.name, c.kubeconfig, c.context))
-                for c in self.lab.clusters[:3]}
-
-    def owned_live(self) -> dict[str, str]:
-        """address -> uid of every object on the clusters that carries this fleet's ownership label."""
-        from fleetplan.addrs import Address
-        from fleetplan.live.reading import selector
-
-        found: dict[str, str] = {}
-        for name, cluster in self.clients().items():
-            for api_version, kind in OWNED_KINDS:
-                group = api_version.rpartition("/")[0]
-                for obj in cluster.list(api_version, kind, "", selector(self.name)):
-                    meta = obj["metadata"]
-                    address = str(Address(name, group, kind, meta.get("namespace") or "", meta["name"]))
-                    assert address not in found, f"duplicate object {address}"
-                    found[address] = meta["uid"]
-        return found
+    def arguments(self, args: Sequence[str]) -> list[str]:
+        return with_only(args)
 
 
 def assert_clean_end_state(fleet: ResourcesFleet, *, destroyed: bool = False) -> None:

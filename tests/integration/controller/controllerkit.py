@@ -3,17 +3,16 @@ Fleet resources, and `fleetplan controller` processes whose JSON-lines logs the 
 
 The management cluster is the lab's first cluster; it is also the fleet's leader. Fleets use the
 generic `resources` stack only (`--only resources`), so these tests do not depend on the Antrea
-or OCM stacks.
+or OCM stacks. Their manifests (`APP`, `DEPLOYMENT`: templates to fill with `.format(ns=...,
+color=...)`) and the CLI's environment come from the shared kit, `kit.fleets`.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -21,43 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kit.fleets import PARTS, ROOT, cli, cli_env, template
 
 from fleetplan.live.clusters import KubeCluster
 from fleetplan.live.kubeconfigs import ClusterAccess
 from fleetplan.live.objects import ObjectClient
 
-ROOT = Path(__file__).resolve().parents[3]
 FLEET_API = "fleetplan.dev/v1alpha1"
 
-APP = """\
-apiVersion: v1
-kind: Namespace
-metadata: {{name: {ns}}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: settings, namespace: {ns}}}
-data: {{color: {color}}}
-"""
-DEPLOYMENT = """\
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: web, namespace: {ns}}}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: web}}}}
-  template:
-    metadata: {{labels: {{app: web}}}}
-    spec:
-      containers: [{{name: web, image: "registry.example/web:1.0"}}]
-"""
-
-
-def env() -> dict[str, str]:
-    out = dict(os.environ)
-    out["PYTHONPATH"] = str(ROOT) + os.pathsep + out.get("PYTHONPATH", "")
-    out.pop("FLEETPLAN_DEBUG", None)
-    return out
+APP = template("namespace", "configmap-color")
+DEPLOYMENT = PARTS["deployment"]
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 90.0, every: float = 0.3) -> Any:
@@ -104,13 +76,13 @@ class Controller:
                  extra_env: dict[str, str] | None = None) -> None:
         self.tag = tag or uuid.uuid4().hex[:4]
         self.log_path = workdir / f"controller-{self.tag}.log"
-        args = [sys.executable, "-m", "fleetplan", "controller", "--kubeconfig", str(management.kubeconfig),
-                "--context", management.context, "--namespace", namespace, "--watch-namespace", watch or namespace,
-                "--resync", resync, "--lease-name", lease, "--lease-duration", lease_duration,
-                "--manifests-dir", str(workdir), "--only", "resources"]
+        args = cli("controller", "--kubeconfig", str(management.kubeconfig),
+                   "--context", management.context, "--namespace", namespace, "--watch-namespace", watch or namespace,
+                   "--resync", resync, "--lease-name", lease, "--lease-duration", lease_duration,
+                   "--manifests-dir", str(workdir), "--only", "resources")
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env={**env(), **(extra_env or {})}, cwd=workdir)
+                                     env=cli_env(extra_env), cwd=workdir)
 
     def events(self) -> list[dict[str, Any]]:
         out = []

@@ -2,14 +2,14 @@
 
 The state Secret and the lock Lease live in a fresh namespace on the lab's first cluster. A
 Deployment that can never become available (it selects no node) keeps an apply waiting, and so
-holding the lock, for as long as a test needs.
+holding the lock, for as long as a test needs. The fleet file and manifests come from the shared
+kit, `kit.fleets`.
 """
 
 from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any
 
 import controllerkit as kit
 import pytest
+from kit.fleets import cli, cli_env, fleet_yaml, manifests
 
 from fleetplan.addrs import Address
 from fleetplan.errors import StateError
@@ -26,19 +27,6 @@ from fleetplan.state.model import ResourceRecord, State
 
 pytestmark = pytest.mark.integration
 LEASE_SECONDS = 8
-STUCK = """\
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: stuck, namespace: {ns}}}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: stuck}}}}
-  template:
-    metadata: {{labels: {{app: stuck}}}}
-    spec:
-      nodeSelector: {{fleetplan.dev/no-such-node: "true"}}
-      containers: [{{name: stuck, image: "registry.example/stuck:1.0"}}]
-"""
 
 
 class CliFleet:
@@ -48,42 +36,26 @@ class CliFleet:
         self.app_ns = self.name + "-app"
         c = lab.clusters
         (root / "extras").mkdir()
-        (root / "fleet.yaml").write_text(f"""\
-apiVersion: fleetplan.dev/v1alpha1
-kind: Fleet
-metadata: {{name: {self.name}}}
-spec:
-  stack: antrea
-  version: v2.2.0
-  clusterSet: {{name: {self.name}-set}}
-  leader: {{name: {c[0].name}, kubeconfig: {c[0].kubeconfig}, context: {c[0].context}}}
-  members:
-    - {{name: {c[1].name}, kubeconfig: {c[1].kubeconfig}, context: {c[1].context}}}
-  wait: {{timeout: 60s}}
-  resources:
-    - {{clusters: all, path: ./extras/}}
-  state: {{backend: kubernetes, namespace: {state_ns}, leaseDuration: {LEASE_SECONDS}s}}
-""")
+        state = f"{{backend: kubernetes, namespace: {state_ns}, leaseDuration: {LEASE_SECONDS}s}}"
+        (root / "fleet.yaml").write_text(fleet_yaml(self.name, c[:2], stack="antrea", state=state))
         self.write(stuck=False)
         self.api = kit.objects(c[0])
         self.secret = f"fleetplan-state-{self.name}"
 
     def write(self, *, stuck: bool) -> None:
-        text = kit.APP.format(ns=self.app_ns, color="green")
-        if stuck:
-            text += "---\n" + STUCK.format(ns=self.app_ns)
-        (self.root / "extras" / "app.yaml").write_text(text)
+        parts = ("namespace", "configmap-color", *(("deployment-unschedulable",) if stuck else ()))
+        (self.root / "extras" / "app.yaml").write_text(manifests(self.app_ns, "green", *parts))
 
     def command(self, *args: str) -> list[str]:
         engine = args[0] in ("plan", "apply", "destroy")  # commands that render stacks
-        return [sys.executable, "-m", "fleetplan", *args, *(("--only", "resources") if engine else ())]
+        return cli(*args, *(("--only", "resources") if engine else ()))
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.command(*args), cwd=self.root, env=kit.env(), capture_output=True,
+        return subprocess.run(self.command(*args), cwd=self.root, env=cli_env(), capture_output=True,
                               text=True, timeout=180)
 
     def start(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.command(*args), cwd=self.root, env=kit.env(), stdout=subprocess.PIPE,
+        return subprocess.Popen(self.command(*args), cwd=self.root, env=cli_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
 
     def lease(self) -> dict[str, Any] | None:
