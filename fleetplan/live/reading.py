@@ -156,10 +156,12 @@ def _read_cluster(
             for other in others:
                 meta = other.get("metadata", {})
                 key = (meta.get("namespace", "") if info.namespaced else "", meta.get("name"))
-                if key in names:
-                    by_name[key] = other if not is_owned(other, fleet) else (
-                        cluster.get(api_version, kind, key[0], key[1]) or other
-                    )
+                if key not in names:
+                    continue
+                if not is_owned(other, fleet):
+                    by_name[key] = other
+                elif (whole := cluster.get(api_version, kind, key[0], key[1])) is not None:
+                    by_name[key] = whole  # created between the two LISTs; gone again means absent
         elif missing:
             found = cluster.get(api_version, kind, missing[0].namespace, missing[0].name)
             if found is not None:

@@ -103,6 +103,18 @@ def test_an_owned_object_seen_only_in_the_metadata_list_is_read_whole() -> None:
     assert owned["data"] == {"k": "new2"} and owned["kind"] == "ConfigMap"
 
 
+def test_an_owned_object_gone_again_before_its_get_is_absent_not_half_read() -> None:
+    class Vanishing(CountingCluster):
+        def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
+            self.objects.pop(name, None)  # deleted between the metadata LIST and the GET
+            return super().get(api_version, kind, namespace, name)
+
+    cluster = Vanishing([], appear_between_lists=_obj("new2", OURS))
+    snapshot = _read(cluster, "new1", "new2")
+    assert cluster.calls[-1] == ("get", "new2")
+    assert not snapshot.owned and not snapshot.unowned
+
+
 class TwoKinds(CountingCluster):
     """Also serves Namespaces (cluster-scoped): `namespaces` are the ones that exist."""
 
