@@ -8,10 +8,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from kit.fakes import MemoryCluster
+
 from fleetplan.addrs import Address
 from fleetplan.errors import ClusterError
 from fleetplan.live import reading
-from fleetplan.live.clusters import BUILTIN, Obj, ResourceInfo
+from fleetplan.live.clusters import Obj
 from fleetplan.plan import planning
 from fleetplan.plan.model import Action
 from fleetplan.stacks.desired import DesiredFleet, DesiredResource
@@ -21,28 +23,18 @@ FLEET = "demo"
 LINEAGE = "lineage-1"
 
 
-class SlowCluster:
+class SlowCluster(MemoryCluster):
     """Holds ConfigMaps that fleetplan applied earlier with other data; each dry-run takes 50 ms."""
 
     def __init__(self, name: str, names: list[str], gauge: dict[str, int], lock: threading.Lock,
                  immutable: set[str] | None = None) -> None:
-        self.name, self.requests = name, 0
+        super().__init__(name)
         self.gauge, self.lock, self.immutable = gauge, lock, immutable or set()
         self.objects = {n: reading.owned_body(_body(n, "old"), FLEET, LINEAGE) for n in names}
         for n, obj in self.objects.items():
             obj["metadata"]["uid"] = f"uid-{name}-{n}"
             obj["metadata"]["managedFields"] = [{"manager": "fleetplan", "operation": "Apply",
                                                  "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:value": {}}}}]
-
-    def resource_info(self, api_version: str, kind: str) -> ResourceInfo | None:
-        return BUILTIN.get((api_version, kind))
-
-    def list(self, api_version: str, kind: str, namespace: str, label_selector: str, *,
-             metadata_only: bool = False) -> list[Obj]:
-        return [copy.deepcopy(o) for o in self.objects.values()]
-
-    def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
-        return copy.deepcopy(self.objects.get(name))
 
     def apply(self, body: Mapping[str, Any], *, dry_run: bool = False) -> Obj:
         assert dry_run, "planning never writes"

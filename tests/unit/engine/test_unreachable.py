@@ -7,10 +7,11 @@ what depends on it (on any cluster), converges the rest, and the state records e
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from kit.fakes import MemoryCluster
 
 from fleetplan.addrs import Address
 from fleetplan.apply.executing import ClusterExecutor
@@ -18,7 +19,7 @@ from fleetplan.apply.hooks import Status
 from fleetplan.apply.recording import StateRecorder
 from fleetplan.apply.walking import walk_plan
 from fleetplan.errors import ClusterError
-from fleetplan.live.clusters import BUILTIN, Obj, ResourceInfo
+from fleetplan.live.clusters import Obj, ResourceInfo
 from fleetplan.plan import planning, rendering, unknowns
 from fleetplan.plan.model import Action, Mode
 from fleetplan.stacks.desired import DesiredFleet, DesiredResource, Ref
@@ -38,30 +39,9 @@ def _cm(address: Address, data: Mapping[str, Any]) -> DesiredResource:
                                      "data": dict(data)})
 
 
-class GoodCluster:
-    name, requests = "good", 0
-
+class GoodCluster(MemoryCluster):
     def __init__(self) -> None:
-        self.objects: dict[str, Obj] = {}
-
-    def resource_info(self, api_version: str, kind: str) -> ResourceInfo | None:
-        return BUILTIN.get((api_version, kind))
-
-    def list(self, api_version: str, kind: str, namespace: str, label_selector: str, *,
-             metadata_only: bool = False) -> list[Obj]:
-        return [copy.deepcopy(o) for o in self.objects.values()]
-
-    def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
-        return copy.deepcopy(self.objects.get(name))
-
-    def apply(self, body: Mapping[str, Any], *, dry_run: bool = False) -> Obj:
-        obj = {**copy.deepcopy(dict(body)), "metadata": {**body["metadata"], "uid": f"uid-{body['metadata']['name']}"}}
-        if not dry_run:
-            self.objects[body["metadata"]["name"]] = obj
-        return obj
-
-    def delete(self, api_version: str, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
-        return self.objects.pop(name, None) is not None
+        super().__init__("good")
 
 
 class DarkCluster(GoodCluster):
