@@ -25,6 +25,7 @@ from kit.fleets import PARTS, ROOT, cli, cli_env, template
 from fleetplan.live.clusters import KubeCluster
 from fleetplan.live.kubeconfigs import ClusterAccess
 from fleetplan.live.objects import ObjectClient
+from fleetplan.live.reading import selector
 
 FLEET_API = "fleetplan.dev/v1alpha1"
 
@@ -66,6 +67,25 @@ def kubeconfig_secret(api: ObjectClient, namespace: str, cluster: Any) -> str:
     api.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
                 "type": "Opaque", "data": {"kubeconfig": data}})
     return name
+
+
+def management_with_kubeconfigs(lab: Any, lab_namespace: Callable[[str], str]) -> tuple[Any, ObjectClient, str]:
+    """The lab's first cluster as the management cluster: the Fleet CRD installed, a fresh namespace,
+    and a kubeconfig Secret there for each of the first three clusters. Returns (cluster, client, namespace)."""
+    management = lab.clusters[0]
+    api = objects(management)
+    install_crd(api)
+    namespace = lab_namespace(management.name)
+    for cluster in lab.clusters[:3]:
+        kubeconfig_secret(api, namespace, cluster)
+    return management, api, namespace
+
+
+def owned_names(cluster: Any, fleet: str) -> set[str]:
+    """Names of the ConfigMaps and Namespaces on `cluster` that carry `fleet`'s ownership labels."""
+    listed = objects(cluster).cluster
+    return {o["metadata"]["name"] for kind in ("ConfigMap", "Namespace")
+            for o in listed.list("v1", kind, "", selector(fleet))}
 
 
 class Controller:

@@ -14,19 +14,12 @@ from typing import Any
 import controllerkit as kit
 import pytest
 
-from fleetplan.live.reading import selector
-
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def setup(lab: Any, lab_namespace: Any, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    management = lab.clusters[0]
-    api = kit.objects(management)
-    kit.install_crd(api)
-    namespace = lab_namespace(management.name)
-    for cluster in lab.clusters[:3]:
-        kit.kubeconfig_secret(api, namespace, cluster)
+    management, api, namespace = kit.management_with_kubeconfigs(lab, lab_namespace)
     name = "f" + uuid.uuid4().hex[:8]
     app_ns = name + "-app"
     (tmp_path / "extras").mkdir()
@@ -39,13 +32,7 @@ def setup(lab: Any, lab_namespace: Any, tmp_path: Path) -> Iterator[dict[str, An
 
 
 def _owned(lab: Any, fleet: str) -> dict[str, set[str]]:
-    found: dict[str, set[str]] = {}
-    for cluster in lab.clusters[:3]:
-        api = kit.objects(cluster)
-        names = {o["metadata"]["name"] for o in api.cluster.list("v1", "ConfigMap", "", selector(fleet))}
-        names |= {o["metadata"]["name"] for o in api.cluster.list("v1", "Namespace", "", selector(fleet))}
-        found[cluster.name] = names
-    return found
+    return {cluster.name: kit.owned_names(cluster, fleet) for cluster in lab.clusters[:3]}
 
 
 def test_fleet_converges_grows_corrects_drift_and_tears_down(setup: dict[str, Any]) -> None:

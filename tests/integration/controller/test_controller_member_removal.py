@@ -16,7 +16,6 @@ from typing import Any
 import controllerkit as kit
 import pytest
 
-from fleetplan.live.reading import selector
 from fleetplan.plan.stores import kubernetes_store
 from fleetplan.state.model import State
 
@@ -25,12 +24,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def setup(lab: Any, lab_namespace: Any, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    management = lab.clusters[0]
-    api = kit.objects(management)
-    kit.install_crd(api)
-    namespace = lab_namespace(management.name)
-    for cluster in lab.clusters[:3]:
-        kit.kubeconfig_secret(api, namespace, cluster)
+    management, api, namespace = kit.management_with_kubeconfigs(lab, lab_namespace)
     name = "r" + uuid.uuid4().hex[:8]
     (tmp_path / "extras").mkdir()
     (tmp_path / "extras" / "app.yaml").write_text(kit.APP.format(ns=name + "-app", color="green"))
@@ -40,11 +34,6 @@ def setup(lab: Any, lab_namespace: Any, tmp_path: Path) -> Iterator[dict[str, An
     for ctl in controllers:
         ctl.stop()
 
-
-def _owned(cluster: Any, fleet: str) -> set[str]:
-    api = kit.objects(cluster)
-    names = {o["metadata"]["name"] for o in api.cluster.list("v1", "ConfigMap", "", selector(fleet))}
-    return names | {o["metadata"]["name"] for o in api.cluster.list("v1", "Namespace", "", selector(fleet))}
 
 
 def _state(api: Any, namespace: str, name: str) -> State:
@@ -72,7 +61,7 @@ def test_a_removed_member_is_cleaned_through_its_secret(setup: dict[str, Any]) -
 
     api.create(kit.fleet_body(name, ns, c1, [c2, c3]))
     kit.wait_for("the fleet to be Ready", kit.ready_at(api, ns, name), 120)
-    assert _owned(c1, name) == _owned(c2, name) == _owned(c3, name) == app
+    assert kit.owned_names(c1, name) == kit.owned_names(c2, name) == kit.owned_names(c3, name) == app
     recorded = _state(api, ns, name).clusters
     for cluster in (c1, c2, c3):
         access = recorded[cluster.name]
@@ -85,8 +74,8 @@ def test_a_removed_member_is_cleaned_through_its_secret(setup: dict[str, Any]) -
     # a member removed from the spec: its objects are deleted through its (still existing) Secret
     generation = _set_members(api, ns, name, [c2])
     kit.wait_for("the fleet without c3 to be Ready", kit.ready_at(api, ns, name, generation), 120)
-    assert _owned(c3, name) == set()
-    assert _owned(c2, name) == app
+    assert kit.owned_names(c3, name) == set()
+    assert kit.owned_names(c2, name) == app
     assert c3.name not in _state(api, ns, name).clusters
 
     # removed with its Secret gone: a condition names the Secret, nothing is forgotten
@@ -100,17 +89,17 @@ def test_a_removed_member_is_cleaned_through_its_secret(setup: dict[str, Any]) -
 
     cond = kit.wait_for("a condition naming the missing Secret", names_the_secret, 90)
     assert f"cluster {c2.name} left the fleet" in cond["message"], cond
-    assert _owned(c2, name) == app
+    assert kit.owned_names(c2, name) == app
     assert c2.name in _state(api, ns, name).clusters
 
     kit.kubeconfig_secret(api, ns, c2)  # restoring the Secret lets the deletion finish
     kit.wait_for("the fleet without c2 to be Ready", kit.ready_at(api, ns, name, generation), 120)
-    assert _owned(c2, name) == set()
-    assert _owned(c1, name) == app
+    assert kit.owned_names(c2, name) == set()
+    assert kit.owned_names(c1, name) == app
 
     assert api.delete(kit.FLEET_API, "Fleet", ns, name)
     kit.wait_for("the Fleet to be gone", lambda: api.get(kit.FLEET_API, "Fleet", ns, name) is None, 120)
-    assert _owned(c1, name) == set()
+    assert kit.owned_names(c1, name) == set()
     assert "BEGIN" not in ctl.text() and "client-key" not in ctl.text()
     assert ctl.stop() == 0
     assert list((tmpdir / f"fleetplan-{os.getuid()}").iterdir()) == []
